@@ -1,0 +1,62 @@
+"""Command-line options made from the config dataclasses, so every field has a flag and help.
+
+Precedence, lowest first: dataclass defaults, the preset, a recipe file (--config), flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from aiayn import config as cfg
+
+_TYPES = {"int": int, "float": float, "str": str}
+
+
+def add_config_options(parser: argparse.ArgumentParser, cls: type, title: str) -> None:
+    """One flag per field of `cls` (`d_model` -> `--d-model`), defaulting to None = not given."""
+    group = parser.add_argument_group(title)
+    for f in dataclasses.fields(cls):
+        if not f.metadata["flag"]:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f"{f.metadata['help']} (default: {f.default!r})"
+        if f.type == "bool":
+            group.add_argument(flag, dest=f.name, default=None, help=help_text,
+                               action=argparse.BooleanOptionalAction)
+        else:
+            group.add_argument(flag, dest=f.name, default=None, help=help_text, metavar=f.type.upper(),
+                               type=_TYPES[f.type], choices=f.metadata.get("choices"))
+
+
+def field_help(cls: type, name: str) -> str:
+    return next(f.metadata["help"] for f in dataclasses.fields(cls) if f.name == name)
+
+
+def add_recipe_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preset", default=None, choices=sorted(cfg.PRESETS),
+                        help="model size: base and big from the paper's Table 3, small and tiny for "
+                             "CPUs and tests (default: base)")
+    parser.add_argument("--config", metavar="FILE", default=None,
+                        help="recipe file (.toml or .json) with sections preset, model, data, train")
+
+
+def given(args: argparse.Namespace, cls: type) -> dict[str, Any]:
+    """The fields of `cls` set on the command line."""
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
+            if getattr(args, f.name, None) is not None}
+
+
+def resolve(args: argparse.Namespace) -> tuple[str, dict[str, Any], cfg.DataConfig, cfg.TrainConfig]:
+    """(preset, model overrides, data config, train config) from defaults, preset, recipe and flags."""
+    recipe = cfg.load_config_file(args.config) if args.config else {}
+    source = args.config or "command line"
+    preset = args.preset or recipe.get("preset", "base")
+    if preset not in cfg.PRESETS:
+        raise cfg.ConfigError(f"{source}: unknown preset {preset!r}; choose from {', '.join(cfg.PRESETS)}")
+    model = {**recipe.get("model", {}), **given(args, cfg.ModelConfig)}
+    data = cfg.build(cfg.DataConfig, {**recipe.get("data", {}), **given(args, cfg.DataConfig)}, source)
+    train = cfg.build(cfg.TrainConfig, {**recipe.get("train", {}), **given(args, cfg.TrainConfig)}, source)
+    cfg.build(cfg.ModelConfig, {**cfg.PRESETS[preset], **model}, source)  # fail before reading data
+    return preset, model, data, train

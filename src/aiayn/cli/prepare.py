@@ -1,0 +1,37 @@
+"""`aiayn prepare`: learn the joint BPE vocabulary (SentencePiece) from the training data."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+from aiayn import config as cfg
+from aiayn.cli.options import field_help
+from aiayn.data.corpora import load_corpus
+from aiayn.tokenizer import Tokenizer
+
+
+def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
+    p = commands.add_parser(name, help="learn the joint source/target BPE vocabulary",
+                            description="Learn one SentencePiece BPE vocabulary from the source and "
+                                        "target sides of the training data; pass it to `aiayn train "
+                                        "--tokenizer`.")
+    p.add_argument("--out", required=True, help="where to write the SentencePiece model file")
+    p.add_argument("--train", default="multi30k", help=field_help(cfg.DataConfig, "train"))
+    p.add_argument("--src-lang", default="en", help="source language code (default: en)")
+    p.add_argument("--tgt-lang", default="de", help="target language code (default: de)")
+    p.add_argument("--vocab-size", type=int, default=8000, help="BPE pieces to learn (default: 8000)")
+    p.add_argument("--seed", type=int, default=1, help="seed (default: 1)")
+
+
+def run(args: argparse.Namespace) -> int:
+    corpus = load_corpus(args.train, args.src_lang, args.tgt_lang)
+    tokenizer = Tokenizer.train(corpus.source + corpus.target, args.vocab_size, args.seed)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(args.out)
+    src_len = statistics.mean(map(len, tokenizer.encode(corpus.source)))
+    tgt_len = statistics.mean(map(len, tokenizer.encode(corpus.target)))
+    print(f"{args.out}: {tokenizer.vocab_size:,} pieces from {len(corpus):,} pairs of {corpus.name}; "
+          f"{src_len:.1f} ({args.src_lang}) and {tgt_len:.1f} ({args.tgt_lang}) pieces per sentence")
+    return 0

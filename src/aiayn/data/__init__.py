@@ -1,0 +1,1 @@
+"""Parallel text: readers, named datasets, token-budget batches."""

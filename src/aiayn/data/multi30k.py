@@ -1,0 +1,64 @@
+"""The Multi30k dataset (task 1, raw, cased): en, de and fr image descriptions.
+
+Files are looked for, in order, in $AIAYN_DATA_DIR/multi30k, then in the download cache
+($AIAYN_CACHE_DIR, default ~/.cache/aiayn/multi30k); a file found in neither is downloaded
+from the official repository (github.com/multi30k/dataset) into the cache.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import urllib.request
+from pathlib import Path
+
+from aiayn.data.corpora import DataError, ParallelCorpus, read_parallel
+
+SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr")
+LANGUAGES = ("en", "de", "fr")
+URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
+
+
+def load(split: str, src_lang: str, tgt_lang: str) -> ParallelCorpus:
+    corpus = read_parallel(path(split, src_lang), path(split, tgt_lang))
+    corpus.name = f"multi30k:{split}"
+    return corpus
+
+
+def path(split: str, lang: str) -> Path:
+    """The local file of one split and language, downloading it if needed."""
+    if split not in SPLITS:
+        raise DataError(f"multi30k has no split {split!r}; choose from {', '.join(SPLITS)}")
+    if lang not in LANGUAGES:
+        raise DataError(f"multi30k has no language {lang!r}; choose from {', '.join(LANGUAGES)}")
+    name = f"{split}.{lang}.gz"
+    if "AIAYN_DATA_DIR" in os.environ:
+        local = Path(os.environ["AIAYN_DATA_DIR"]) / "multi30k" / name
+        if local.exists():
+            return local
+    cached = cache_dir() / name
+    if not cached.exists():
+        download(f"{os.environ.get('AIAYN_MULTI30K_URL', URL)}/{name}", cached)
+    return cached
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("AIAYN_CACHE_DIR") or Path.home() / ".cache" / "aiayn"
+    return Path(root) / "multi30k"
+
+
+def download(url: str, dest: Path) -> None:
+    """Fetch `url` to `dest` atomically: an interrupted download leaves no partial file."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    print(f"downloading {url} -> {dest}", flush=True)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
+            out.write(response.read())
+        os.replace(tmp, dest)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise DataError(
+            f"multi30k: {dest.name} is not in $AIAYN_DATA_DIR/multi30k and downloading {url} failed "
+            f"({e}); set AIAYN_DATA_DIR to a directory holding multi30k/{dest.name}"
+        ) from e

@@ -1,0 +1,103 @@
+"""Scaled dot-product attention (section 3.2.1) and multi-head attention (section 3.2.2).
+
+Shapes: B batch, H heads, Tq query length, Tk key length, D d_model, K d_k = d_v = D / H.
+Masks are boolean, True = may attend, broadcastable to (B, H, Tq, Tk) (see masks.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def attention_reference(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
+                        dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
+    """softmax(Q K^T / sqrt(d_k)) V, written out. Returns (output (B, H, Tq, K), weights (B, H, Tq, Tk)).
+
+    The weights are those the output was computed with, before dropout; masked keys get exactly 0.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Tq, Tk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return F.dropout(weights, dropout_p) @ v, weights
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0,
+              need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+    """Scaled dot-product attention; the one place that chooses the kernel.
+
+    Without `need_weights` it runs PyTorch's fused `scaled_dot_product_attention` (same maths,
+    no (Tq, Tk) weights kept); with it, the readable reference above, which returns them.
+    """
+    if need_weights:
+        return attention_reference(q, k, v, mask, dropout_p)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i).
+
+    One module for self-attention (queries, keys and values from x) and encoder-decoder
+    attention (queries from the decoder, keys and values from the encoder output `memory`).
+    W^Q, W^K and W^V of all heads are stored as one (3D, D) matrix, rows [W^Q; W^K; W^V], so
+    self-attention projects with one matmul; W^O is `out_proj`. Parameters: 4 D^2 + 4 D,
+    whatever the number of heads.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
+        self.dropout = dropout
+        self.in_proj = nn.Linear(d_model, 3 * d_model)  # [W^Q; W^K; W^V]
+        self.out_proj = nn.Linear(d_model, d_model)  # W^O
+        nn.init.xavier_uniform_(self.in_proj.weight)
+        nn.init.zeros_(self.in_proj.bias)
+        nn.init.xavier_uniform_(self.out_proj.weight)
+        nn.init.zeros_(self.out_proj.bias)
+
+    def _heads(self, x: Tensor, n: int) -> Tensor:
+        """(B, T, n*D) -> (n, B, H, T, K): split the projections, then the heads."""
+        b, t, _ = x.shape
+        return x.view(b, t, n, self.n_heads, self.d_k).permute(2, 0, 3, 1, 4)
+
+    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention: (B, T, D) -> q, k, v, each (B, H, T, K)."""
+        q, k, v = self._heads(self.in_proj(x), 3)
+        return q, k, v
+
+    def project_q(self, x: Tensor) -> Tensor:
+        """Queries only: (B, T, D) -> (B, H, T, K)."""
+        d = self.d_model
+        return self._heads(F.linear(x, self.in_proj.weight[:d], self.in_proj.bias[:d]), 1)[0]
+
+    def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values of encoder-decoder attention: (B, S, D) -> k, v, each (B, H, S, K)."""
+        d = self.d_model
+        k, v = self._heads(F.linear(memory, self.in_proj.weight[d:], self.in_proj.bias[d:]), 2)
+        return k, v
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
+               need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """Attention per head, heads concatenated, then W^O.
+
+        -> (B, Tq, D), and the weights (B, H, Tq, Tk) when `need_weights`, else None.
+        """
+        dropout_p = self.dropout if self.training else 0.0
+        heads, weights = attention(q, k, v, mask, dropout_p, need_weights)  # (B, H, Tq, K)
+        b, _, t, _ = heads.shape
+        concat = heads.transpose(1, 2).reshape(b, t, self.d_model)  # (B, Tq, H*K)
+        return self.out_proj(concat), weights
+
+    def forward(self, x: Tensor, memory: Tensor | None = None, mask: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """Self-attention over x when `memory` is None, else x attends to memory. -> (B, Tq, D), weights."""
+        if memory is None:
+            q, k, v = self.project_qkv(x)
+        else:
+            q, (k, v) = self.project_q(x), self.project_kv(memory)
+        return self.attend(q, k, v, mask, need_weights)

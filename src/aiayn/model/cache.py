@@ -1,0 +1,85 @@
+"""The decoder's key/value cache for incremental decoding.
+
+Each decoding step feeds one new target position. Masked self-attention needs the keys and
+values of every earlier position: they are kept here and grow by one position per step.
+Encoder-decoder attention needs keys and values of the encoder output: they are computed once
+per source and kept here unchanged. The cache is an explicit object the caller creates
+(`Transformer.init_cache`), passes to `Transformer.decode`, and reorders between beam steps;
+the model holds no decoding state.
+
+Shapes: B batch (sentences x beams), H heads, L positions decoded so far, S source length, K d_k.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+class KVCache:
+    """Self-attention keys and values of one decoder layer.
+
+    A preallocated (B, H, capacity, K) buffer: a step writes one slice instead of concatenating
+    all earlier positions again; the capacity doubles when it runs out.
+    """
+
+    def __init__(self, batch: int, heads: int, d_k: int, capacity: int, dtype: torch.dtype,
+                 device: torch.device) -> None:
+        self.k = torch.empty(batch, heads, capacity, d_k, dtype=dtype, device=device)
+        self.v = torch.empty_like(self.k)
+        self.length = 0
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Add (B, H, t, K) new keys/values; return all of them so far, each (B, H, L + t, K)."""
+        end = self.length + k.size(2)
+        if end > self.k.size(2):
+            grow = max(end, 2 * self.k.size(2)) - self.k.size(2)
+            self.k = torch.cat([self.k, self.k.new_empty(*self.k.shape[:2], grow, self.k.size(3))], 2)
+            self.v = torch.cat([self.v, self.v.new_empty(*self.v.shape[:2], grow, self.v.size(3))], 2)
+        self.k[:, :, self.length:end] = k
+        self.v[:, :, self.length:end] = v
+        self.length = end
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+    def select(self, indices: Tensor) -> None:
+        """Keep batch rows `indices` (B',), in that order; only the filled positions are copied."""
+        self.k = _select_filled(self.k, indices, self.length)
+        self.v = _select_filled(self.v, indices, self.length)
+
+
+def _select_filled(buffer: Tensor, indices: Tensor, n: int) -> Tensor:
+    """buffer[indices] for the first n positions; the rest of the capacity stays unset."""
+    out = buffer.new_empty(len(indices), *buffer.shape[1:])  # (B', H, capacity, K)
+    out[:, :, :n] = buffer[indices, :, :n]
+    return out
+
+
+@dataclass
+class DecoderCache:
+    """Everything one decoder run keeps between steps, per layer."""
+
+    self_attn: list[KVCache]  # grows by one position per step
+    cross_attn: list[tuple[Tensor, Tensor]]  # (k, v), each (B, H, S, K), computed once
+
+    @property
+    def length(self) -> int:
+        """Target positions decoded so far: the position offset of the next step."""
+        return self.self_attn[0].length
+
+    def reorder(self, beam_indices: Tensor) -> None:
+        """After a beam step, row i continues the hypothesis in row beam_indices[i].
+
+        Beams of one sentence share their source, so cross-attention keys and values stay put;
+        only the self-attention history follows the beams.
+        """
+        for kv in self.self_attn:
+            kv.select(beam_indices)
+
+    def select(self, batch_indices: Tensor) -> None:
+        """Keep only rows `batch_indices` (for example when finished sentences leave the batch)."""
+        for kv in self.self_attn:
+            kv.select(batch_indices)
+        self.cross_attn = [(k.index_select(0, batch_indices), v.index_select(0, batch_indices))
+                           for k, v in self.cross_attn]

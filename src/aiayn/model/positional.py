@@ -1,0 +1,68 @@
+"""Position information (section 3.5): fixed sinusoids, or learned embeddings as an option.
+
+PE(pos, 2i)   = sin(pos / 10000^(2i / d_model))
+PE(pos, 2i+1) = cos(pos / 10000^(2i / d_model))
+
+The sinusoids are computed for the positions asked for, never read from a fixed table, so any
+length works, including lengths longer than every training sentence.
+
+Shapes: T positions, D d_model.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+def sinusoids(positions: Tensor, d_model: int, layout: str = "interleaved") -> Tensor:
+    """(T,) positions -> (T, D) encodings.
+
+    layout "interleaved" is the paper's (sin on even dims, cos on odd dims); "concatenated" puts
+    all sines first, then all cosines, as tensor2tensor, fairseq and Marian do.
+    """
+    # Computed in float64 so that large positions keep their precision; cast by the caller.
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64, device=positions.device)  # (D/2,)
+    inverse_wavelength = torch.exp(-math.log(10000.0) * two_i / d_model)  # 1 / 10000^(2i/D)
+    angles = positions.to(torch.float64)[:, None] * inverse_wavelength[None, :]  # (T, D/2)
+    if layout == "interleaved":
+        return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # (T, D/2, 2) -> (T, D)
+    if layout == "concatenated":
+        return torch.cat([angles.sin(), angles.cos()], dim=-1)  # (T, D)
+    raise ValueError(f"unknown positional-encoding layout {layout!r}")
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Fixed sinusoids; no parameters and nothing saved."""
+
+    def __init__(self, d_model: int, layout: str = "interleaved") -> None:
+        super().__init__()
+        self.d_model, self.layout = d_model, layout
+
+    def forward(self, length: int, offset: int = 0, dtype: torch.dtype = torch.float32,
+                device: torch.device | None = None) -> Tensor:
+        """Encodings of positions offset .. offset+length-1 -> (T, D)."""
+        positions = torch.arange(offset, offset + length, device=device)
+        return sinusoids(positions, self.d_model, self.layout).to(dtype)
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """One learned vector per position (the paper's Table 3, row E); limited to `max_positions`."""
+
+    def __init__(self, max_positions: int, d_model: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(max_positions, d_model))
+        nn.init.normal_(self.weight, mean=0.0, std=d_model**-0.5)
+
+    def forward(self, length: int, offset: int = 0, dtype: torch.dtype = torch.float32,
+                device: torch.device | None = None) -> Tensor:
+        """Embeddings of positions offset .. offset+length-1 -> (T, D)."""
+        end = offset + length
+        if end > self.weight.size(0):
+            raise ValueError(
+                f"position {end - 1} is beyond the {self.weight.size(0)} learned positions; "
+                "use sinusoidal positions or a larger max_positions for longer sequences"
+            )
+        return self.weight[offset:end].to(dtype)

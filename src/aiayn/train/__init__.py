@@ -1,0 +1,1 @@
+"""Training: the loss, the optimiser and its schedule, and the loop."""

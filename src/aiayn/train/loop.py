@@ -1,0 +1,245 @@
+"""The training loop: one `train_step`, one `evaluate`, and the bookkeeping around them.
+
+The loop knows nothing about the model's insides: it needs `model(src, tgt_in) -> logits`.
+Everything that decides what happens next (optimiser state, step, data position, RNG states)
+goes into each checkpoint, so a resumed run continues exactly as if it had never stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import random
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from aiayn import checkpoint
+from aiayn.config import DataConfig, TrainConfig
+from aiayn.data.batching import Batch, TokenizedCorpus, collate, make_batches
+from aiayn.tokenizer import Tokenizer
+from aiayn.train.losses import label_smoothed_nll
+from aiayn.train.optim import learning_rate, make_optimizer, set_learning_rate
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def autocast(device: torch.device) -> contextlib.AbstractContextManager:
+    """bf16 autocast on CUDA; full float32 on CPU (this kind of CPU has no fast bf16 path)."""
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def batch_loss(model: nn.Module, batch: Batch, label_smoothing: float, pad_id: int):
+    """Summed label-smoothed loss and NLL of one batch."""
+    logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+    return label_smoothed_nll(logits.flatten(0, 1), batch.tgt_out.flatten(), label_smoothing, pad_id)
+
+
+def train_step(model: nn.Module, batches: list[Batch], optimizer: torch.optim.Optimizer, lr: float,
+               config: TrainConfig, pad_id: int, device: torch.device) -> dict[str, float]:
+    """One update from one or more batches (gradient accumulation), normalised per target token."""
+    model.train()
+    tokens = sum(b.n_tgt_tokens for b in batches)
+    total_loss = total_nll = 0.0
+    for batch in batches:
+        batch = batch.to(device)
+        with autocast(device):
+            loss, nll = batch_loss(model, batch, config.label_smoothing, pad_id)
+        (loss / tokens).backward()
+        total_loss += loss.item()
+        total_nll += nll.item()
+    if config.clip_norm > 0:
+        nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+    set_learning_rate(optimizer, lr)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return {"loss": total_loss / tokens, "nll": total_nll / tokens, "tokens": tokens}
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, batches: list[Batch], label_smoothing: float, pad_id: int,
+             device: torch.device) -> dict[str, float]:
+    """Loss, NLL and perplexity per target token over `batches`, without dropout."""
+    model.eval()
+    tokens, total_loss, total_nll = 0, 0.0, 0.0
+    for batch in batches:
+        batch = batch.to(device)
+        with autocast(device):
+            loss, nll = batch_loss(model, batch, label_smoothing, pad_id)
+        tokens += batch.n_tgt_tokens
+        total_loss += loss.item()
+        total_nll += nll.item()
+    return {"loss": total_loss / tokens, "nll": total_nll / tokens,
+            "ppl": math.exp(min(total_nll / tokens, 50.0)), "tokens": tokens}
+
+
+@dataclass
+class Position:
+    """Where the loop is in the data: the epoch, and the next batch of that epoch's order."""
+
+    epoch: int = 0
+    batch: int = 0
+
+
+def updates(corpus: TokenizedCorpus, tokenizer: Tokenizer, data: DataConfig, config: TrainConfig,
+            start: Position) -> Iterator[tuple[Position, list[Batch]]]:
+    """Endless stream of (position after, batches of one update), starting at `start`.
+
+    Batches are accumulated until they hold `update_tokens` target tokens; an update never
+    spans two epochs.
+    """
+    src_lens, tgt_lens = corpus.lengths()
+    epoch, index = start.epoch, start.batch
+    while True:
+        order = make_batches(src_lens, tgt_lens, data.batch_tokens, config.seed, epoch)
+        while index < len(order):
+            group, tokens = [], 0
+            while index < len(order) and (not group or tokens < config.update_tokens):
+                group.append(collate(order[index], corpus, tokenizer.pad_id, tokenizer.bos_id,
+                                     tokenizer.eos_id))
+                tokens += group[-1].n_tgt_tokens
+                index += 1
+            yield Position(epoch, index), group
+        epoch, index = epoch + 1, 0
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class MetricsLog:
+    """Metrics appended as JSON lines to RUN_DIR/metrics.jsonl."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, kind: str, **values: Any) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"kind": kind, **values}) + "\n")
+
+
+class GracefulStop:
+    """The first Ctrl-C (or SIGTERM) asks the loop to stop after the current update and save."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __enter__(self) -> GracefulStop:
+        self._old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:  # a second signal: stop now
+            raise KeyboardInterrupt
+        self.requested = True
+        tqdm.write("stopping after this update and saving a checkpoint (again to stop at once)")
+
+    def __exit__(self, *exc: Any) -> None:
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+
+
+def train(model: nn.Module, tokenizer: Tokenizer, train_data: TokenizedCorpus,
+          valid_data: TokenizedCorpus | None, data: DataConfig, config: TrainConfig,
+          run_dir: str | Path, state: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Train until a limit in `config` is reached; resume from `state` when given.
+
+    Returns the final training state (as saved in the last checkpoint) with the last metrics.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    device = resolve_device(config.device)
+    model.to(device)
+    optimizer = make_optimizer(model, config)
+    step, position, elapsed = 0, Position(), 0.0
+    if state is not None:
+        optimizer.load_state_dict(state["optimizer"])
+        step, position, elapsed = state["step"], Position(**state["position"]), state["elapsed"]
+        set_rng_state(state["rng"])
+    pad = tokenizer.pad_id
+    valid_batches = [] if valid_data is None else [
+        collate(b, valid_data, pad, tokenizer.bos_id, tokenizer.eos_id)
+        for b in make_batches(*valid_data.lengths(), data.batch_tokens, shuffle=False)]
+    log = MetricsLog(run_dir / "metrics.jsonl")
+    d_model = model.config.d_model
+
+    def snapshot() -> dict[str, Any]:
+        return {"step": step, "position": vars(position).copy(), "optimizer": optimizer.state_dict(),
+                "rng": rng_state(), "elapsed": elapsed + time.perf_counter() - started}
+
+    def save() -> None:
+        checkpoint.save(checkpoint.step_path(run_dir, step), model, tokenizer, data, config, snapshot())
+        checkpoint.prune(run_dir, config.keep_checkpoints)
+
+    def validate() -> dict[str, float] | None:
+        if not valid_batches:
+            return None
+        result = evaluate(model, valid_batches, config.label_smoothing, pad, device)
+        log.write("valid", step=step, **result)
+        tqdm.write(f"step {step:,} | valid loss {result['loss']:.3f} | nll {result['nll']:.3f} "
+                   f"| ppl {result['ppl']:.2f}")
+        return result
+
+    def finished() -> bool:
+        minutes = (elapsed + time.perf_counter() - started) / 60
+        return ((config.max_steps and step >= config.max_steps)
+                or (config.max_epochs and position.epoch >= config.max_epochs)
+                or (config.max_minutes and minutes >= config.max_minutes)) or stop.requested
+
+    started = time.perf_counter()
+    metrics: dict[str, Any] = {}
+    stream = updates(train_data, tokenizer, data, config, position)
+    with GracefulStop() as stop, tqdm(total=config.max_steps or None, initial=step, unit="step",
+                                      dynamic_ncols=True, mininterval=1.0) as bar:
+        window_tokens, window_start = 0, time.perf_counter()
+        while not finished():
+            position, batches = next(stream)
+            step += 1
+            lr = learning_rate(step, d_model, config.warmup_steps, config.lr_scale)
+            metrics = train_step(model, batches, optimizer, lr, config, pad, device)
+            window_tokens += metrics["tokens"]
+            speed = window_tokens / max(time.perf_counter() - window_start, 1e-9)
+            bar.update(1)
+            bar.set_postfix(loss=f"{metrics['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}",
+                            epoch=position.epoch, refresh=False)
+            if step % config.log_every == 0:
+                log.write("train", step=step, epoch=position.epoch, lr=lr, tgt_tokens_per_s=speed,
+                          elapsed_s=elapsed + time.perf_counter() - started, **metrics)
+                window_tokens, window_start = 0, time.perf_counter()
+            if config.valid_every and step % config.valid_every == 0:
+                metrics["valid"] = validate()
+            if config.save_every and step % config.save_every == 0:
+                save()
+        if not (config.valid_every and step % config.valid_every == 0):
+            metrics["valid"] = validate()
+        if not (config.save_every and step % config.save_every == 0):
+            save()
+    final = snapshot()
+    final["metrics"] = metrics
+    return final
