@@ -1,0 +1,75 @@
+import gzip
+
+import pytest
+
+from aiayn.data.corpora import DataError, default_valid, load_corpus, read_lines, read_parallel, read_tsv
+
+
+def write(path, text: str | bytes, gz=False):
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    path.write_bytes(gzip.compress(data) if gz else data)
+    return path
+
+
+def test_plain_and_gzip_files_read_the_same(tmp_path):
+    text = "Ein Hund.\nZwei Katzen\u2028im Garten.\r\n\n"  # U+2028 must not split a line
+    plain, packed = write(tmp_path / "a.de", text), write(tmp_path / "a.de.gz", text, gz=True)
+    assert read_lines(plain) == read_lines(packed) == ["Ein Hund.", "Zwei Katzen\u2028im Garten.", ""]
+
+
+def test_line_count_mismatch_names_both_files_and_both_counts(tmp_path):
+    src = write(tmp_path / "train.en", "a\nb\nc\n")
+    tgt = write(tmp_path / "train.de", "a\nb\n")
+    with pytest.raises(DataError) as e:
+        read_parallel(src, tgt)
+    assert f"{src} has 3 lines" in str(e.value) and f"{tgt} has 2 lines" in str(e.value)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_invalid_utf8_names_file_and_line(tmp_path, gz):
+    path = write(tmp_path / ("bad.en.gz" if gz else "bad.en"), b"fine\nalso fine\nbroken \xff here\n", gz=gz)
+    with pytest.raises(DataError, match=rf"{path}:3: invalid UTF-8"):
+        read_lines(path)
+
+
+def test_missing_and_corrupt_files_are_named(tmp_path):
+    with pytest.raises(DataError, match="nope.en: no such file"):
+        read_lines(tmp_path / "nope.en")
+    corrupt = write(tmp_path / "x.en.gz", b"not gzip at all")
+    with pytest.raises(DataError, match=f"{corrupt}: cannot read"):
+        read_lines(corrupt)
+
+
+def test_tsv_reads_pairs_and_names_the_bad_line(tmp_path):
+    good = write(tmp_path / "pairs.tsv", "a cat\teine Katze\nthe dog\tder Hund\n")
+    corpus = read_tsv(good)
+    assert corpus.source == ["a cat", "the dog"] and corpus.target == ["eine Katze", "der Hund"]
+    bad = write(tmp_path / "bad.tsv", "a\tb\nno tab here\n")
+    with pytest.raises(DataError, match=rf"{bad}:2: expected 2 tab-separated columns, found 1"):
+        read_tsv(bad)
+
+
+def test_spec_forms(tmp_path):
+    write(tmp_path / "c.en", "hello\n")
+    write(tmp_path / "c.de.gz", "hallo\n", gz=True)
+    write(tmp_path / "c.tsv", "hello\thallo\n")
+    for spec in (str(tmp_path / "c"), f"{tmp_path / 'c.en'},{tmp_path / 'c.de.gz'}", str(tmp_path / "c.tsv")):
+        corpus = load_corpus(spec, "en", "de")
+        assert (corpus.source, corpus.target) == (["hello"], ["hallo"]), spec
+    with pytest.raises(DataError, match=r"c\.fr: no such file"):
+        load_corpus(str(tmp_path / "c"), "en", "fr")
+
+
+def test_synthetic_tasks_need_no_data_and_are_deterministic():
+    copy, again = load_corpus("synthetic:copy", "", ""), load_corpus("synthetic:copy", "", "")
+    assert copy.source == again.source and copy.source == copy.target and len(copy) == 20_000
+    reverse = load_corpus("synthetic:reverse:val", "", "")
+    assert all(t.split() == s.split()[::-1] for s, t in zip(reverse.source, reverse.target, strict=True))
+    with pytest.raises(DataError, match="unknown synthetic task"):
+        load_corpus("synthetic:sort", "", "")
+
+
+def test_default_validation_sets():
+    assert default_valid("multi30k") == "multi30k:val"
+    assert default_valid("synthetic:reverse") == "synthetic:reverse:val"
+    assert default_valid("corpus.tsv") == ""

@@ -1,0 +1,48 @@
+import functools
+import gzip
+import http.server
+import threading
+
+import pytest
+
+from aiayn.data import multi30k
+from aiayn.data.corpora import DataError
+
+
+def test_reads_every_split_and_language_from_the_data_dir(data_dir):
+    sizes = {"train": 29_000, "val": 1_014, "test_2016_flickr": 1_000, "test_2017_flickr": 1_000}
+    for split, size in sizes.items():
+        for src, tgt in (("en", "de"), ("de", "en"), ("en", "fr")):
+            assert len(multi30k.load(split, src, tgt)) == size
+
+
+def test_downloads_missing_files_into_the_cache(tmp_path, monkeypatch):
+    served = tmp_path / "server"
+    served.mkdir()
+    (served / "val.en.gz").write_bytes(gzip.compress(b"A dog runs.\nTwo cats.\n"))
+    (served / "val.de.gz").write_bytes(gzip.compress(b"Ein Hund rennt.\nZwei Katzen.\n"))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.delenv("AIAYN_DATA_DIR", raising=False)
+        monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path / "cache"))
+        monkeypatch.setenv("AIAYN_MULTI30K_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        corpus = multi30k.load("val", "en", "de")
+        assert corpus.source == ["A dog runs.", "Two cats."] and corpus.target[0] == "Ein Hund rennt."
+        assert (tmp_path / "cache" / "multi30k" / "val.de.gz").exists()
+        (served / "val.en.gz").unlink()  # cached now: no second download
+        assert multi30k.load("val", "en", "de").source == corpus.source
+        with pytest.raises(DataError, match="downloading .*test_2016_flickr.en.gz failed"):
+            multi30k.load("test_2016_flickr", "en", "de")
+        assert not list((tmp_path / "cache" / "multi30k").glob(".*"))  # no partial file left
+    finally:
+        server.shutdown()
+
+
+def test_unknown_split_or_language_is_an_error():
+    with pytest.raises(DataError, match="no split 'test'"):
+        multi30k.path("test", "en")
+    with pytest.raises(DataError, match="no language 'cs'"):
+        multi30k.path("train", "cs")

@@ -1,0 +1,33 @@
+import math
+
+import torch
+import torch.nn.functional as F
+
+from aiayn.train.losses import label_smoothed_nll
+
+
+def test_label_smoothed_loss_equals_hand_computed_value():
+    # Row 0: probabilities (1/4, 1/2, 1/4), reference token 1. Row 1 is padding (target id 0).
+    logits = torch.tensor([[0.0, math.log(2.0), 0.0], [5.0, 1.0, -3.0]])
+    target = torch.tensor([1, 0])
+    loss, nll = label_smoothed_nll(logits, target, epsilon=0.1, ignore_index=0)
+    # nll = -log(1/2); smoothing term = mean over the 3 classes of -log p = (log 4 + log 2 + log 4) / 3
+    expected_nll = math.log(2.0)
+    expected = 0.9 * math.log(2.0) + 0.1 * (5 * math.log(2.0) / 3)
+    assert math.isclose(nll.item(), expected_nll, rel_tol=1e-6)
+    assert math.isclose(loss.item(), expected, rel_tol=1e-6)
+
+
+def test_matches_torch_cross_entropy_with_label_smoothing_and_ignores_padding():
+    g = torch.Generator().manual_seed(0)
+    logits, target = torch.randn(20, 11, generator=g), torch.randint(0, 11, (20,), generator=g)
+    loss, nll = label_smoothed_nll(logits, target, epsilon=0.1, ignore_index=0)
+    ref = F.cross_entropy(logits, target, label_smoothing=0.1, ignore_index=0, reduction="sum")
+    assert torch.allclose(loss, ref, atol=1e-5)
+    assert torch.allclose(nll, F.cross_entropy(logits, target, ignore_index=0, reduction="sum"), atol=1e-5)
+
+
+def test_epsilon_zero_is_plain_negative_log_likelihood():
+    logits, target = torch.randn(5, 7), torch.tensor([1, 2, 3, 4, 5])
+    loss, nll = label_smoothed_nll(logits, target, epsilon=0.0, ignore_index=0)
+    assert torch.allclose(loss, nll)
