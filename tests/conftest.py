@@ -36,9 +36,9 @@ def data_dir(monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def tiny_model(**overrides) -> Transformer:
-    """A small random model in eval mode (no dropout) with vocabulary 50."""
+    """A small random model in eval mode (no dropout), vocabulary 50 unless overridden."""
     torch.manual_seed(0)
-    return Transformer(model_config("tiny", vocab_size=50, **overrides)).eval()
+    return Transformer(model_config("tiny", **{"vocab_size": 50, **overrides})).eval()
 
 
 def random_ids(batch: int, length: int, vocab: int = 50, seed: int = 0) -> torch.Tensor:

@@ -88,6 +88,25 @@ def load(path: str | Path, device: str | torch.device = "cpu", with_state: bool 
                       cfg.build(cfg.TrainConfig, meta["train"], str(meta_path)), state)
 
 
+def average(paths: list[str | Path], out: str | Path) -> Path:
+    """Average the weights of several checkpoints of one run (the paper averages the last 5).
+
+    The result is a checkpoint without training state, with the newest one's configs and tokenizer.
+    """
+    if not paths:
+        raise ValueError("no checkpoints to average")
+    newest = load(paths[-1], with_state=False)
+    total = {k: v.double() for k, v in newest.model.state_dict().items()}
+    for path in paths[:-1]:
+        other = load(path, with_state=False)
+        if other.model.config != newest.model.config:
+            raise ValueError(f"{path} has a different model configuration from {paths[-1]}")
+        for k, v in other.model.state_dict().items():
+            total[k] += v.double()
+    newest.model.load_state_dict({k: (v / len(paths)).float() for k, v in total.items()})
+    return save(out, newest.model, newest.tokenizer, newest.data, newest.train)
+
+
 def step_checkpoints(run_dir: str | Path) -> list[Path]:
     """The complete step checkpoints of a run, oldest first."""
     root = Path(run_dir) / "checkpoints"

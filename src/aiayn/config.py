@@ -124,12 +124,44 @@ class TrainConfig:
     max_epochs: int = _opt(0, "stop after this many passes over the data; 0: no limit")
     max_minutes: float = _opt(0.0, "stop after this much wall time; 0: no limit")
     valid_every: int = _opt(500, "validate every this many updates (and at the end)")
+    bleu_every: int = _opt(
+        0, "translate the validation set and score sacreBLEU every this many updates (and at the end), "
+           "keeping the best checkpoint in RUN_DIR/checkpoints/best; 0: never"
+    )
+    bleu_beam: int = _opt(4, "beam size for that validation BLEU (length penalty 0.6, as evaluation)")
     save_every: int = _opt(500, "save a checkpoint every this many updates (and at the end)")
     keep_checkpoints: int = _opt(5, "keep only the newest this many step checkpoints")
     log_every: int = _opt(50, "append training metrics to metrics.jsonl every this many updates")
     seed: int = _opt(1, "seed for initialisation, dropout and batch order")
     device: str = _opt("auto", "auto (CUDA when present, else CPU), cpu, cuda or cuda:N")
     threads: int = _opt(0, "CPU threads for PyTorch; 0: PyTorch's default")
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """How to search for translations (section 6.1: beam 4, length penalty 0.6, input length + 50)."""
+
+    beam_size: int = _opt(4, "beam width; 1 is greedy decoding")
+    nbest: int = _opt(1, "hypotheses to output per sentence, best first (at most the beam size)")
+    length_penalty: float = _opt(0.6, "length penalty alpha; 0 turns it off")
+    penalty_form: str = _opt(
+        "gnmt", "gnmt: ((5 + |Y|) / 6)^alpha (the paper); plain: |Y|^alpha (fairseq, Marian, HuggingFace)",
+        ("gnmt", "plain"),
+    )
+    max_output_extra: int = _opt(50, "output at most the source length + this many tokens (the paper's rule)")
+    max_output_len: int = _opt(0, "output at most this many tokens instead; 0: use --max-output-extra")
+    temperature: float = _opt(0.0, "sample with this temperature instead of searching; 0: search")
+    top_k: int = _opt(0, "when sampling, only from the k most probable tokens; 0: from all")
+    batch_size: int = _opt(64, "sentences per batch, or source tokens with --batch-by tokens")
+    batch_by: str = _opt("sentences", "what --batch-size counts", ("sentences", "tokens"))
+    seed: int = _opt(1, "seed for sampling")
+
+    def __post_init__(self) -> None:
+        _check_choices(self)
+        if not 1 <= self.nbest <= self.beam_size:
+            raise ConfigError(f"nbest={self.nbest} must be between 1 and beam_size={self.beam_size}")
+        if self.batch_size < 1:
+            raise ConfigError(f"batch_size={self.batch_size} must be at least 1")
 
 
 # Presets: the paper's Table 3 models, and CPU-sized ones. Values override ModelConfig defaults.

@@ -1,10 +1,14 @@
+import io
+import json
 import subprocess
 import sys
 
 import pytest
+import torch
 
 from aiayn import checkpoint
 from aiayn.cli import main
+from aiayn.data.corpora import load_corpus
 
 
 def test_python_dash_m_runs_the_cli():
@@ -65,3 +69,110 @@ def test_missing_data_file_is_reported_without_a_traceback(tmp_path, capsys):
     code = main(["train", "--preset", "tiny", "--out", str(tmp_path / "r"), "--train", missing])
     assert code == 2
     assert "none.en: no such file" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """A tiny model trained for 60 updates on reversing letters, with validation BLEU."""
+    run = tmp_path_factory.mktemp("runs") / "reverse"
+    code = main(["train", "--preset", "tiny", "--train", "synthetic:reverse", "--out", str(run),
+                 "--max-steps", "60", "--batch-tokens", "1024", "--warmup-steps", "30", "--valid-every", "30",
+                 "--save-every", "20", "--bleu-every", "30", "--bleu-beam", "2"])
+    assert code == 0
+    return run
+
+
+def test_training_scores_validation_bleu_and_keeps_the_best_checkpoint(trained_run, capsys):
+    records = [json.loads(line) for line in (trained_run / "metrics.jsonl").read_text().splitlines()]
+    bleu = [r for r in records if r["kind"] == "bleu"]
+    assert [r["step"] for r in bleu] == [30, 60]
+    best = max(bleu, key=lambda r: r["bleu"])
+    assert checkpoint.load(trained_run / "checkpoints" / "best").step == best["step"]
+    assert checkpoint.resolve(trained_run).name == "step_00000060"  # "best" is not the newest step
+
+
+def test_translate_reads_stdin_and_keeps_empty_lines(trained_run, capsys, monkeypatch):
+    assert main(["translate", str(trained_run), "a b c", "d e f g", "--beam-size", "1"]) == 0
+    from_arguments = capsys.readouterr().out.splitlines()
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a b c\n\nd e f g\n"))
+    assert main(["translate", str(trained_run), "--beam-size", "1"]) == 0
+    lines = capsys.readouterr().out.split("\n")
+    assert len(lines) == 4 and lines[3] == ""  # three lines, each ended by a newline
+    assert [lines[0], lines[2]] == from_arguments and lines[1] == ""
+
+
+def test_translate_nbest_writes_the_moses_format_best_first(trained_run, capsys):
+    assert main(["translate", str(trained_run), "a b c", "q r", "--beam-size", "3", "--nbest", "3"]) == 0
+    rows = [line.split(" ||| ") for line in capsys.readouterr().out.splitlines()]
+    assert [r[0] for r in rows] == ["0", "0", "0", "1", "1", "1"]
+    for first in (0, 3):
+        scores = [float(r[2]) for r in rows[first:first + 3]]
+        assert scores == sorted(scores, reverse=True)
+
+
+def test_translations_do_not_depend_on_the_batching(trained_run, tmp_path):
+    lines = load_corpus("synthetic:reverse:val", "", "").source[:120]
+    lines[5] = ""
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    outputs = []
+    for batching in (["--batch-size", "1"], ["--batch-size", "7"], ["--batch-size", "64"],
+                     ["--batch-size", "100", "--batch-by", "tokens"]):
+        out = tmp_path / f"out{len(outputs)}.txt"
+        assert main(["translate", str(trained_run), "-i", str(tmp_path / "in.txt"), "-o", str(out),
+                     *batching]) == 0
+        outputs.append(out.read_text().split("\n"))
+    assert len(outputs[0]) == 121 and outputs[0][5] == ""
+    assert all(o == outputs[0] for o in outputs)
+
+
+def test_an_input_longer_than_any_training_sentence_translates(trained_run, capsys):
+    long_sentence = " ".join("abcdefghij"[i % 10] for i in range(300))  # training sentences: <= 10 symbols
+    assert main(["translate", str(trained_run), long_sentence, "--beam-size", "2"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1
+
+
+def test_evaluate_scores_match_sacrebleus_own_command(tmp_path, capsys):
+    refs = ["Ein Hund rennt über die Wiese.", "Zwei Männer spielen Fußball.", "Eine Frau liest ein Buch."]
+    hyps = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball.", "Eine Frau liest."]
+    (tmp_path / "src.en").write_text("a\nb\nc\n")
+    (tmp_path / "ref.de").write_text("\n".join(refs) + "\n")
+    (tmp_path / "hyp.de").write_text("\n".join(hyps) + "\n")
+    test = f"{tmp_path / 'src.en'},{tmp_path / 'ref.de'}"
+    assert main(["evaluate", "--test", test, "--hypotheses", str(tmp_path / "hyp.de"),
+                 "--scores", str(tmp_path / "s.json")]) == 0
+    printed = capsys.readouterr().out
+    command = [sys.executable, "-m", "sacrebleu", str(tmp_path / "ref.de"), "-i", str(tmp_path / "hyp.de"),
+               "-m", "bleu", "chrf", "-b", "-w", "2"]
+    theirs = subprocess.run(command, capture_output=True, text=True, check=True)
+    their_bleu, their_chrf = (f"{x:.2f}" for x in json.loads(theirs.stdout))
+    assert f"BLEU = {their_bleu}  nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in printed
+    assert f"chrF2 = {their_chrf}  nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:" in printed
+    saved = json.loads((tmp_path / "s.json").read_text())
+    assert round(saved["bleu"], 2) == float(their_bleu)
+
+
+def test_evaluate_translates_writes_hypotheses_and_scores_them(trained_run, tmp_path, capsys):
+    hyp, scores = tmp_path / "hyp.txt", tmp_path / "scores.json"
+    assert main(["evaluate", str(trained_run), "--test", "synthetic:reverse:val", "--beam-size", "2",
+                 "-o", str(hyp), "--scores", str(scores)]) == 0
+    assert "500 sentences" in capsys.readouterr().out
+    written = hyp.read_text().splitlines()
+    assert len(written) == 500
+    from aiayn.evaluate import score
+
+    record = json.loads(scores.read_text())
+    assert record["bleu"] == score(written, load_corpus("synthetic:reverse:val", "", "").target).bleu
+    assert record["beam_size"] == 2 and record["test"] == "synthetic:reverse:val"
+
+
+def test_average_of_checkpoints_is_the_mean_of_their_weights(trained_run, tmp_path, capsys):
+    out = tmp_path / "avg"
+    assert main(["average", str(trained_run), "--last", "2", "--out", str(out)]) == 0
+    steps = checkpoint.step_checkpoints(trained_run)[-2:]
+    a, b = (checkpoint.load(p).model.state_dict() for p in steps)
+    averaged = checkpoint.load(out)
+    assert averaged.state is None
+    for name, value in averaged.model.state_dict().items():
+        assert torch.allclose(value, (a[name] + b[name]) / 2, atol=1e-6)
+    assert main(["average", str(trained_run), "--last", "9", "--out", str(tmp_path / "x")]) == 2
+    assert "fewer than --last 9" in capsys.readouterr().err

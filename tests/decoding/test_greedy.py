@@ -20,15 +20,15 @@ def test_cached_greedy_equals_greedy_by_full_re_runs():
     fixed = max_output_lengths(src, 0, fixed=8)
     expected = greedy_without_cache(model, src, 8)
     for hyp, full in zip(greedy_search(model, src, fixed), expected, strict=True):
-        assert hyp == (full[: full.index(3)] if 3 in full else full)
+        assert hyp.tokens == (full[: full.index(3)] if 3 in full else full)
 
 
 def test_output_does_not_depend_on_the_batch():
     model = tiny_model()
     src = random_ids(6, 7)
     src[2, 4:] = 0  # a shorter sentence, padded
-    together = greedy_search(model, src)
-    alone = [greedy_search(model, src[i:i + 1, : (src[i] != 0).sum()])[0] for i in range(6)]
+    together = [h.tokens for h in greedy_search(model, src)]
+    alone = [greedy_search(model, src[i:i + 1, : (src[i] != 0).sum()])[0].tokens for i in range(6)]
     assert together == alone
 
 
@@ -38,5 +38,5 @@ def test_stops_at_the_papers_maximum_length_source_plus_50():
     with torch.no_grad():  # make eos impossible, so only the length limit stops decoding
         model.output_proj.weight[3] = -100.0
     hyps = greedy_search(model, src)
-    assert [len(h) for h in hyps] == [55, 55]
+    assert [len(h.tokens) for h in hyps] == [55, 55]
     assert max_output_lengths(src, 0).tolist() == [55, 55]

@@ -28,7 +28,7 @@ def greedy_token_accuracy(model, tokenizer, corpus):
         for hyp, ref in zip(greedy_search(model, batch.src), corpus.target[start:start + 100], strict=True):
             total += len(ref)
             # Position by position: a hypothesis shorter than the reference loses the rest.
-            correct += sum(h == r for h, r in zip(hyp, ref, strict=False))
+            correct += sum(h == r for h, r in zip(hyp.tokens, ref, strict=False))
     return correct / total
 
 

@@ -6,11 +6,12 @@ import argparse
 import sys
 
 from aiayn import __version__
-from aiayn.cli import info, prepare, train, translate
+from aiayn.cli import average, evaluate, info, prepare, train, translate
 from aiayn.config import ConfigError
 from aiayn.data.corpora import DataError
 
-COMMANDS = {"info": info, "prepare": prepare, "train": train, "translate": translate}
+COMMANDS = {"prepare": prepare, "train": train, "translate": translate, "evaluate": evaluate,
+            "average": average, "info": info}
 
 
 def build_parser() -> argparse.ArgumentParser:

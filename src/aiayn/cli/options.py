@@ -60,3 +60,28 @@ def resolve(args: argparse.Namespace) -> tuple[str, dict[str, Any], cfg.DataConf
     train = cfg.build(cfg.TrainConfig, {**recipe.get("train", {}), **given(args, cfg.TrainConfig)}, source)
     cfg.build(cfg.ModelConfig, {**cfg.PRESETS[preset], **model}, source)  # fail before reading data
     return preset, model, data, train
+
+
+def add_inference_options(parser: argparse.ArgumentParser) -> None:
+    """Where a trained model runs, and how it searches."""
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N "
+                                                         "(default: auto)")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads; 0: PyTorch's default")
+    add_config_options(parser, cfg.DecodeConfig, "search (paper section 6.1)")
+
+
+def load_for_inference(args: argparse.Namespace):
+    """(checkpoint, decode config, device description) for translate and evaluate."""
+    import torch
+
+    from aiayn import checkpoint
+    from aiayn.train.loop import resolve_device
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    ck = checkpoint.load(checkpoint.resolve(args.checkpoint), device, with_state=False)
+    ck.model.eval()
+    decode = cfg.build(cfg.DecodeConfig, given(args, cfg.DecodeConfig), "command line")
+    where = f"{device}, {torch.get_num_threads()} threads" if device.type == "cpu" else str(device)
+    return ck, decode, where

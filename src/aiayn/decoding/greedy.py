@@ -1,6 +1,6 @@
-"""Greedy decoding over a whole batch, one cached decoder step per output token.
+"""Greedy decoding, and sampling, over a whole batch: one cached decoder step per output token.
 
-Shapes: B sentences, S source length, L output length.
+Shapes: B sentences, S source length, V vocabulary, L output length.
 """
 
 from __future__ import annotations
@@ -8,44 +8,55 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_log_probs
 from aiayn.model import Transformer
 
 
-def max_output_lengths(src: Tensor, pad_id: int, extra: int = 50, fixed: int | None = None) -> Tensor:
-    """The paper's limit: source length + `extra` tokens per sentence (or `fixed` for all). -> (B,)"""
-    if fixed is not None:
-        return torch.full((src.size(0),), fixed, dtype=torch.long, device=src.device)
-    return (src != pad_id).sum(dim=1) + extra
-
-
 @torch.no_grad()
-def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = None) -> list[list[int]]:
-    """Most probable next token at each step, for (B, S) source ids -> B token lists (no bos/eos).
+def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = None,
+                  temperature: float = 0.0, top_k: int = 0,
+                  generator: torch.Generator | None = None) -> list[Hypothesis]:
+    """The most probable next token at each step for (B, S) source ids -> one hypothesis each.
 
-    A sentence stops at eos or at its maximum length; the loop stops when all have stopped.
+    With `temperature` > 0 the next token is sampled instead, from softmax(logits / temperature),
+    restricted to the `top_k` most probable tokens when `top_k` > 0.
+    A sentence stops at eos or after its maximum length; the loop stops when all have stopped.
     """
     c = model.config
     max_lengths = max_output_lengths(src, c.pad_id) if max_lengths is None else max_lengths
     memory = model.encode(src)  # (B, S, D)
     cache = model.init_cache(memory, capacity=min(int(max_lengths.max()) + 1, 256))
     b = src.size(0)
-    tokens = torch.full((b, 1), c.bos_id, dtype=torch.long, device=src.device)  # last token per row
-    done = torch.zeros(b, dtype=torch.bool, device=src.device)
+    tokens = torch.full((b,), c.bos_id, dtype=torch.long, device=src.device)  # last token per row
+    done = max_lengths <= 0  # (B,)
+    total = torch.zeros(b, device=src.device)  # log-probability of each output so far
     outputs = []
     for step in range(int(max_lengths.max())):
-        log_probs = model.log_probs(model.decode(tokens, None, src, cache))[:, -1]  # (B, V)
-        tokens = log_probs.argmax(dim=-1, keepdim=True)  # (B, 1)
+        log_probs = next_log_probs(model, tokens, src, cache)  # (B, V)
+        tokens = (sample(log_probs, temperature, top_k, generator) if temperature > 0
+                  else log_probs.argmax(dim=-1))  # (B,)
+        total += torch.where(done, 0.0, log_probs.gather(1, tokens[:, None]).squeeze(1))
         tokens[done] = c.pad_id
         outputs.append(tokens)
-        done |= (tokens[:, 0] == c.eos_id) | (step + 1 >= max_lengths)
+        done |= (tokens == c.eos_id) | (step + 1 >= max_lengths)
         if done.all():
             break
-    rows = torch.cat(outputs, dim=1).tolist() if outputs else [[] for _ in range(b)]  # (B, L)
-    return [_strip(row, c.eos_id, c.pad_id) for row in rows]
+    rows = torch.stack(outputs, dim=1).tolist() if outputs else [[] for _ in range(b)]  # (B, L)
+    return [Hypothesis(_until_eos(row, c.eos_id, c.pad_id), log_prob, log_prob)
+            for row, log_prob in zip(rows, total.tolist(), strict=True)]
 
 
-def _strip(row: list[int], eos_id: int, pad_id: int) -> list[int]:
-    """Tokens before the first eos (or all), without padding."""
+def sample(log_probs: Tensor, temperature: float, top_k: int = 0,
+           generator: torch.Generator | None = None) -> Tensor:
+    """One token per row from softmax(log_probs / temperature), over the top_k best if top_k > 0."""
+    scaled = log_probs / temperature  # (B, V)
+    if top_k > 0:
+        kth_best = scaled.topk(min(top_k, scaled.size(-1)), dim=-1).values[:, -1:]  # (B, 1)
+        scaled = scaled.masked_fill(scaled < kth_best, float("-inf"))
+    return torch.multinomial(scaled.softmax(dim=-1), 1, generator=generator).squeeze(1)
+
+
+def _until_eos(row: list[int], eos_id: int, pad_id: int) -> list[int]:
     if eos_id in row:
         row = row[: row.index(eos_id)]
     return [t for t in row if t != pad_id]

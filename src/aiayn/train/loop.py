@@ -12,6 +12,7 @@ import json
 import math
 import random
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,8 +25,10 @@ from torch import nn
 from tqdm import tqdm
 
 from aiayn import checkpoint
-from aiayn.config import DataConfig, TrainConfig
+from aiayn.config import DataConfig, DecodeConfig, TrainConfig
 from aiayn.data.batching import Batch, TokenizedCorpus, collate, make_batches
+from aiayn.decoding.translator import translate_ids
+from aiayn.evaluate import score as sacrebleu_score
 from aiayn.tokenizer import Tokenizer
 from aiayn.train.losses import label_smoothed_nll
 from aiayn.train.optim import learning_rate, make_optimizer, set_learning_rate
@@ -177,10 +180,11 @@ def train(model: nn.Module, tokenizer: Tokenizer, train_data: TokenizedCorpus,
     device = resolve_device(config.device)
     model.to(device)
     optimizer = make_optimizer(model, config)
-    step, position, elapsed = 0, Position(), 0.0
+    step, position, elapsed, best_bleu = 0, Position(), 0.0, float("-inf")
     if state is not None:
         optimizer.load_state_dict(state["optimizer"])
         step, position, elapsed = state["step"], Position(**state["position"]), state["elapsed"]
+        best_bleu = state.get("best_bleu", best_bleu)
         set_rng_state(state["rng"])
     pad = tokenizer.pad_id
     valid_batches = [] if valid_data is None else [
@@ -191,7 +195,8 @@ def train(model: nn.Module, tokenizer: Tokenizer, train_data: TokenizedCorpus,
 
     def snapshot() -> dict[str, Any]:
         return {"step": step, "position": vars(position).copy(), "optimizer": optimizer.state_dict(),
-                "rng": rng_state(), "elapsed": elapsed + time.perf_counter() - started}
+                "rng": rng_state(), "elapsed": elapsed + time.perf_counter() - started,
+                "best_bleu": best_bleu}
 
     def save() -> None:
         checkpoint.save(checkpoint.step_path(run_dir, step), model, tokenizer, data, config, snapshot())
@@ -206,17 +211,38 @@ def train(model: nn.Module, tokenizer: Tokenizer, train_data: TokenizedCorpus,
                    f"| ppl {result['ppl']:.2f}")
         return result
 
+    def validate_bleu() -> float | None:
+        """sacreBLEU of the validation set with beam search; a new best is saved as checkpoints/best."""
+        nonlocal best_bleu
+        if valid_data is None:
+            return None
+        decode = DecodeConfig(beam_size=config.bleu_beam)
+        hypotheses = [t[0].text for t in translate_ids(model, tokenizer, valid_data.source, decode, False)]
+        bleu = sacrebleu_score(hypotheses, [tokenizer.decode(t) for t in valid_data.target]).bleu
+        improved = bleu > best_bleu
+        best_bleu = max(best_bleu, bleu)
+        log.write("bleu", step=step, bleu=bleu, best_bleu=best_bleu)
+        tqdm.write(f"step {step:,} | valid BLEU {bleu:.2f} (beam {config.bleu_beam})"
+                   + (" | new best, saved" if improved else f" | best {best_bleu:.2f}"))
+        if improved:
+            checkpoint.save(run_dir / "checkpoints" / "best", model, tokenizer, data, config, snapshot())
+        return bleu
+
     def finished() -> bool:
         minutes = (elapsed + time.perf_counter() - started) / 60
         return ((config.max_steps and step >= config.max_steps)
                 or (config.max_epochs and position.epoch >= config.max_epochs)
                 or (config.max_minutes and minutes >= config.max_minutes)) or stop.requested
 
+    def every(interval: int) -> bool:
+        return bool(interval) and step % interval == 0
+
     started = time.perf_counter()
     metrics: dict[str, Any] = {}
     stream = updates(train_data, tokenizer, data, config, position)
+    refresh = 1.0 if sys.stderr.isatty() else 30.0  # seconds; a log file needs fewer bar lines
     with GracefulStop() as stop, tqdm(total=config.max_steps or None, initial=step, unit="step",
-                                      dynamic_ncols=True, mininterval=1.0) as bar:
+                                      dynamic_ncols=True, mininterval=refresh) as bar:
         window_tokens, window_start = 0, time.perf_counter()
         while not finished():
             position, batches = next(stream)
@@ -232,13 +258,18 @@ def train(model: nn.Module, tokenizer: Tokenizer, train_data: TokenizedCorpus,
                 log.write("train", step=step, epoch=position.epoch, lr=lr, tgt_tokens_per_s=speed,
                           elapsed_s=elapsed + time.perf_counter() - started, **metrics)
                 window_tokens, window_start = 0, time.perf_counter()
-            if config.valid_every and step % config.valid_every == 0:
+            if every(config.valid_every):
                 metrics["valid"] = validate()
-            if config.save_every and step % config.save_every == 0:
+            if every(config.bleu_every):
+                metrics["bleu"] = validate_bleu()
+            if every(config.save_every):
                 save()
-        if not (config.valid_every and step % config.valid_every == 0):
+        # At the end, whatever the last update did not already do.
+        if not every(config.valid_every):
             metrics["valid"] = validate()
-        if not (config.save_every and step % config.save_every == 0):
+        if config.bleu_every and not every(config.bleu_every):
+            metrics["bleu"] = validate_bleu()
+        if not every(config.save_every):
             save()
     final = snapshot()
     final["metrics"] = metrics

@@ -1,0 +1,60 @@
+"""`aiayn evaluate`: translate a test set and score it with sacreBLEU (BLEU and chrF)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from aiayn import evaluate
+from aiayn.cli.options import add_inference_options, load_for_inference
+from aiayn.data.corpora import DataError, load_corpus, read_lines
+from aiayn.decoding.translator import translate
+
+
+def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
+    p = commands.add_parser(
+        name, help="translate a test set and score it with sacreBLEU",
+        description="Translate the source side of a test set and score the detokenised output against "
+                    "its target side with sacreBLEU: BLEU and chrF, cased, each printed with its "
+                    "signature. With --hypotheses, score that file instead (no model needed).")
+    p.add_argument("checkpoint", nargs="?", help="checkpoint or run directory (not with --hypotheses)")
+    p.add_argument("--test", default="multi30k:test_2016_flickr",
+                   help="test set, in the forms --train takes (default: multi30k:test_2016_flickr)")
+    p.add_argument("--src-lang", help="source language (default: the model's)")
+    p.add_argument("--tgt-lang", help="target language (default: the model's)")
+    p.add_argument("--output", "-o", help="write the hypotheses here, one per line")
+    p.add_argument("--scores", help="also write the scores and settings as JSON here")
+    p.add_argument("--hypotheses", help="score this file of translations instead of translating")
+    add_inference_options(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.hypotheses:
+        corpus = load_corpus(args.test, args.src_lang or "en", args.tgt_lang or "de")
+        hypotheses, settings = read_lines(args.hypotheses), {"hypotheses": args.hypotheses}
+    elif args.checkpoint:
+        ck, decode, where = load_for_inference(args)
+        src_lang, tgt_lang = args.src_lang or ck.data.src_lang, args.tgt_lang or ck.data.tgt_lang
+        corpus = load_corpus(args.test, src_lang, tgt_lang)
+        start = time.perf_counter()
+        hypotheses = [nbest[0].text for nbest in translate(ck.model, ck.tokenizer, corpus.source, decode)]
+        seconds = time.perf_counter() - start
+        settings = {"checkpoint": args.checkpoint, "languages": f"{src_lang}-{tgt_lang}", "device": where,
+                    "seconds": round(seconds, 2), **vars(decode)}
+        print(f"{corpus.name} {src_lang}->{tgt_lang}: {len(corpus):,} sentences in {seconds:.1f} s "
+              f"({len(corpus) / seconds:.0f} sentences/s) on {where}; beam {decode.beam_size}, "
+              f"length penalty {decode.length_penalty} ({decode.penalty_form})")
+        if args.output:
+            Path(args.output).write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+    else:
+        raise DataError("give a checkpoint to translate with, or --hypotheses to score")
+    if len(hypotheses) != len(corpus):
+        raise DataError(f"{len(hypotheses)} hypotheses for the {len(corpus)} sentences of {corpus.name}")
+    scores = evaluate.score(hypotheses, corpus.target)
+    print("\n".join(scores.lines()))
+    if args.scores:
+        record = {"test": corpus.name, **vars(scores), **settings}
+        Path(args.scores).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return 0

@@ -1,0 +1,151 @@
+"""Beam search over a whole batch of sentences (section 6.1: beam size 4, length penalty 0.6).
+
+Every sentence keeps K live hypotheses. One step expands each by every token and keeps the 2K
+best candidates (`beam_step`). Candidates that end in eos and rank among the first K become
+finished hypotheses, scored with the length penalty; the best K others stay live. A sentence is
+done when it has K finished hypotheses (as in fairseq and Marian) or reaches its maximum
+length, where eos is forced. Done sentences leave the batch, so the work shrinks as they end;
+the loop stops when none is left.
+
+Shapes: B sentences, K beam size, V vocabulary, L tokens so far (bos included), S source length.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_log_probs
+from aiayn.model import Transformer
+
+NEG_INF = float("-inf")
+
+
+def length_penalty(length: Tensor | int, alpha: float, form: str = "gnmt") -> Tensor:
+    """lp(|Y|) that divides a hypothesis' log-probability; |Y| counts its tokens with eos.
+
+    "gnmt": ((5 + |Y|) / 6)^alpha (Wu et al., 2016, used by the paper with alpha 0.6);
+    "plain": |Y|^alpha (fairseq, Marian, HuggingFace). alpha = 0 turns either off.
+    """
+    length = torch.as_tensor(length, dtype=torch.float32)
+    if form == "gnmt":
+        return ((5.0 + length) / 6.0) ** alpha
+    if form == "plain":
+        return length**alpha
+    raise ValueError(f"unknown length penalty {form!r}; use gnmt or plain")
+
+
+def beam_step(log_probs: Tensor, scores: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The 2K best one-token extensions of each sentence's K hypotheses.
+
+    log_probs (B, K, V) of the next token; scores (B, K) of the hypotheses so far.
+    -> candidate scores, the beam each extends, and its token, each (B, 2K), best first.
+    """
+    b, k, v = log_probs.shape
+    totals = (scores[:, :, None] + log_probs).view(b, k * v)  # (B, K*V)
+    top_scores, flat = totals.topk(2 * k, dim=1)  # (B, 2K)
+    return top_scores, flat // v, flat % v
+
+
+@torch.no_grad()
+def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int = 1, alpha: float = 0.6,
+                penalty: str = "gnmt", max_lengths: Tensor | None = None) -> list[list[Hypothesis]]:
+    """The `nbest` best hypotheses (best first) for each of the B sentences of `src` (B, S)."""
+    if not 1 <= nbest <= beam_size:
+        raise ValueError(f"nbest={nbest} must be between 1 and the beam size {beam_size}")
+    c, k, n = model.config, beam_size, src.size(0)
+    max_lengths = max_output_lengths(src, c.pad_id) if max_lengths is None else max_lengths
+    width = int(max_lengths.max()) + 2  # bos, at most max_lengths tokens, eos
+    device = src.device
+    only_eos = torch.full((c.vocab_size,), NEG_INF, device=device)  # added at the length limit
+    only_eos[c.eos_id] = 0.0
+
+    memory = model.encode(src).repeat_interleave(k, dim=0)  # (B*K, S, D)
+    src = src.repeat_interleave(k, dim=0)  # (B*K, S)
+    cache = model.init_cache(memory, capacity=min(width, 256))
+    active = torch.arange(n, device=device)  # sentences still searching
+    scores = torch.full((n, k), NEG_INF, device=device)
+    scores[:, 0] = 0.0  # the K beams start equal: expand only the first
+    tokens = torch.full((n, k, 1), c.bos_id, dtype=torch.long, device=device)  # live, (B, K, L)
+    final = Finished(n, k, width, c.pad_id, device)
+
+    for step in range(width - 1):
+        b = len(active)
+        log_probs = next_log_probs(model, tokens[:, :, -1].reshape(b * k), src, cache)  # (B*K, V)
+        log_probs = log_probs.view(b, k, -1)  # (B, K, V)
+        at_limit = step >= max_lengths[active]  # (B,): max_lengths tokens made, eos must follow
+        log_probs[at_limit] += only_eos
+        cand_scores, cand_beams, cand_tokens = beam_step(log_probs, scores)  # (B, 2K)
+
+        # Candidates ending in eos among the first K ranks are finished.
+        parents = tokens.gather(1, cand_beams[:, :k, None].expand(-1, -1, tokens.size(2)))  # (B, K, L)
+        ended = (cand_tokens[:, :k] == c.eos_id) & (cand_scores[:, :k] > NEG_INF)
+        final.add(active, parents, cand_scores[:, :k], ended, length_penalty(step + 1, alpha, penalty),
+                  c.eos_id)
+
+        # The best K candidates that do not end stay live.
+        rank = torch.arange(2 * k, device=device) + (cand_tokens == c.eos_id) * 2 * k  # (B, 2K)
+        keep = rank.argsort(dim=1)[:, :k]  # (B, K)
+        scores = cand_scores.gather(1, keep)
+        beams = cand_beams.gather(1, keep)  # (B, K)
+        tokens = torch.cat([tokens.gather(1, beams[:, :, None].expand(-1, -1, tokens.size(2))),
+                            cand_tokens.gather(1, keep)[:, :, None]], dim=2)  # (B, K, L+1)
+        rows = (torch.arange(b, device=device)[:, None] * k + beams).flatten()  # (B*K,)
+        cache.reorder(rows)
+
+        done = final.full(active) | at_limit  # (B,)
+        if done.all():
+            break
+        if done.any():  # finished sentences leave the batch
+            still = (~done).nonzero().squeeze(1)  # (B',)
+            active, scores, tokens = active[still], scores[still], tokens[still]
+            rows = (still[:, None] * k + torch.arange(k, device=device)).flatten()  # (B'*K,)
+            src = src.index_select(0, rows)
+            cache.select(rows)
+    return final.best(nbest, c.eos_id, c.pad_id)
+
+
+class Finished:
+    """The K best finished hypotheses of every sentence, kept sorted, best first."""
+
+    def __init__(self, n: int, k: int, width: int, pad_id: int, device: torch.device) -> None:
+        self.scores = torch.full((n, k), NEG_INF, device=device)  # with length penalty
+        self.log_probs = torch.full((n, k), NEG_INF, device=device)
+        self.tokens = torch.full((n, k, width), pad_id, dtype=torch.long, device=device)  # bos..eos
+        self.pad_id = pad_id
+
+    def add(self, sentences: Tensor, parents: Tensor, log_probs: Tensor, ended: Tensor, penalty: Tensor,
+            eos_id: int) -> None:
+        """Merge candidates (B, K) of `sentences` (B,) where `ended`; parents (B, K, L) without eos."""
+        if not ended.any():
+            return
+        b, k, length = parents.shape
+        scores = torch.where(ended, log_probs / penalty, NEG_INF)  # (B, K)
+        candidates = self.tokens.new_full((b, k, self.tokens.size(2)), self.pad_id)
+        candidates[:, :, :length] = parents
+        candidates[:, :, length] = eos_id
+        merged = torch.cat([self.scores[sentences], scores], dim=1)  # (B, 2K)
+        best, order = merged.topk(k, dim=1)
+        self.scores[sentences] = best
+        self.log_probs[sentences] = torch.cat([self.log_probs[sentences], log_probs], 1).gather(1, order)
+        all_tokens = torch.cat([self.tokens[sentences], candidates], dim=1)  # (B, 2K, width + 1)
+        self.tokens[sentences] = all_tokens.gather(1, order[:, :, None].expand(-1, -1, all_tokens.size(2)))
+
+    def full(self, sentences: Tensor) -> Tensor:
+        """Which of `sentences` have K finished hypotheses. -> (B,)"""
+        return self.scores[sentences, -1] > NEG_INF
+
+    def best(self, nbest: int, eos_id: int, pad_id: int) -> list[list[Hypothesis]]:
+        results = []
+        for scores, log_probs, tokens in zip(self.scores.tolist(), self.log_probs.tolist(),
+                                             self.tokens.tolist(), strict=True):
+            results.append([Hypothesis(_strip(row, eos_id, pad_id), s, lp)
+                            for s, lp, row in zip(scores[:nbest], log_probs[:nbest], tokens, strict=False)
+                            if s > NEG_INF])
+        return results
+
+
+def _strip(row: list[int], eos_id: int, pad_id: int) -> list[int]:
+    """Drop bos (the first position) and everything from eos on."""
+    row = row[1:]
+    return row[: row.index(eos_id)] if eos_id in row else [t for t in row if t != pad_id]
