@@ -36,13 +36,18 @@ class AttentionMaps:
     cross: list[Tensor]  # (B, H, T, S) encoder-decoder attention
 
 
+def final_norm(config: ModelConfig) -> nn.Module:
+    """Pre-norm leaves a stack's last residual sum unnormalised; post-norm has normalised it already."""
+    if config.norm_position == "pre":
+        return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+    return nn.Identity()
+
+
 class Encoder(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_encoder_layers))
-        # Pre-norm leaves the last residual sum unnormalised; post-norm has already normalised it.
-        self.final_norm = (nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-                           if config.norm_position == "pre" else nn.Identity())
+        self.final_norm = final_norm(config)
 
     def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, list]:
         weights = []
@@ -56,8 +61,7 @@ class Decoder(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
-        self.final_norm = (nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-                           if config.norm_position == "pre" else nn.Identity())
+        self.final_norm = final_norm(config)
 
     def forward(self, x: Tensor, self_mask: Tensor | None, memory_kv: list[tuple[Tensor, Tensor]],
                 memory_mask: Tensor, cache: DecoderCache | None = None, need_weights: bool = False,
