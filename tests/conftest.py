@@ -45,3 +45,23 @@ def random_ids(batch: int, length: int, vocab: int = 50, seed: int = 0) -> torch
     """Ids that avoid the 4 special ids."""
     g = torch.Generator().manual_seed(seed)
     return torch.randint(4, vocab, (batch, length), generator=g)
+
+
+@pytest.fixture(scope="session")
+def reverse_model(tmp_path_factory):
+    """(model, tokenizer, validation sources) of a tiny model trained for seconds to reverse letters:
+    a real model whose outputs end with eos at sensible lengths, for parity tests."""
+    from aiayn.config import DataConfig, TrainConfig
+    from aiayn.data.batching import tokenize
+    from aiayn.data.corpora import load_corpus
+    from aiayn.tokenizer import Tokenizer
+    from aiayn.train.loop import train
+
+    corpus, valid = load_corpus("synthetic:reverse", "", ""), load_corpus("synthetic:reverse:val", "", "")
+    tokenizer = Tokenizer.train(corpus.source + corpus.target, 512)
+    torch.manual_seed(0)
+    model = Transformer(model_config("tiny", vocab_size=tokenizer.vocab_size, output_bias=True))
+    config = TrainConfig(warmup_steps=200, max_steps=300, valid_every=0, save_every=0, log_every=100)
+    train(model, tokenizer, tokenize(corpus, tokenizer), None, DataConfig(batch_tokens=1024), config,
+          tmp_path_factory.mktemp("reverse"))
+    return model.eval(), tokenizer, valid.source

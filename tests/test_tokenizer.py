@@ -13,8 +13,9 @@ def test_joint_vocabulary_round_trips_multi30k_exactly(data_dir, tmp_path):
     corpus = multi30k.load("train", "en", "de")
     tokenizer = Tokenizer.train(corpus.source + corpus.target, 8000)
     assert tokenizer.vocab_size == 8000
-    tokenizer.save(tmp_path / "tok.model")
-    loaded = Tokenizer.load(tmp_path / "tok.model")
+    tokenizer.save(tmp_path)
+    assert (tmp_path / "tokenizer.model").exists()
+    loaded = Tokenizer.load(tmp_path)
     test = multi30k.load("test_2016_flickr", "en", "de")
     ordinary = [s for s in test.source + test.target if "  " not in s and s == s.strip()]
     assert len(ordinary) > 1990

@@ -3,7 +3,7 @@
     step_00001000/
       config.json          model, data and training configs, and the step
       model.safetensors    weights (tied tensors stored once)
-      tokenizer.model      the SentencePiece model
+      tokenizer.model      the SentencePiece model (Marian conversions: source.spm, target.spm, vocab.json)
       training_state.pt    optimiser state, step, data position, RNG states (absent in averages)
 
 A checkpoint is written into a hidden temporary directory and renamed into place only when
@@ -25,6 +25,7 @@ import torch
 from safetensors.torch import load_model, save_model
 
 from aiayn import config as cfg
+from aiayn.interop import marian
 from aiayn.model import Transformer
 from aiayn.tokenizer import Tokenizer
 
@@ -56,7 +57,7 @@ def save(path: str | Path, model: Transformer, tokenizer: Tokenizer, data: cfg.D
             "step": state["step"] if state else None}
     (tmp / "config.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     save_model(model, str(tmp / "model.safetensors"))
-    tokenizer.save(tmp / "tokenizer.model")
+    tokenizer.save(tmp)
     if state is not None:
         torch.save(state, tmp / "training_state.pt")
     _fsync_dir(tmp)
@@ -70,11 +71,16 @@ def save(path: str | Path, model: Transformer, tokenizer: Tokenizer, data: cfg.D
 
 
 def load(path: str | Path, device: str | torch.device = "cpu", with_state: bool = True) -> Checkpoint:
-    """Read a checkpoint directory written by `save`."""
+    """Read a checkpoint directory written by `save`, or a HuggingFace MarianMTModel directory."""
     path = Path(path)
     meta_path = path / "config.json"
     if not meta_path.exists():
         raise FileNotFoundError(f"{path}: not a checkpoint directory (no config.json)")
+    if marian.is_marian_dir(path):  # transformers is needed only here
+        model, tokenizer, languages = marian.load_marian(path)
+        data = cfg.DataConfig(src_lang=languages.get("source_lang", ""),
+                              tgt_lang=languages.get("target_lang", ""))
+        return Checkpoint(model.to(device), tokenizer, data, cfg.TrainConfig(), None)
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     model_config = cfg.build(cfg.ModelConfig, meta["model"], str(meta_path))
     model = Transformer(model_config)
@@ -83,7 +89,7 @@ def load(path: str | Path, device: str | torch.device = "cpu", with_state: bool 
     state_path = path / "training_state.pt"
     state = (torch.load(state_path, map_location="cpu", weights_only=False)
              if with_state and state_path.exists() else None)
-    return Checkpoint(model, Tokenizer.load(path / "tokenizer.model"),
+    return Checkpoint(model, Tokenizer.load(path),
                       cfg.build(cfg.DataConfig, meta["data"], str(meta_path)),
                       cfg.build(cfg.TrainConfig, meta["train"], str(meta_path)), state)
 

@@ -57,6 +57,10 @@ class ModelConfig:
     max_positions: int = _opt(1024, "number of learned positions (positional=learned only)")
     share_embeddings: bool = _opt(True, "one embedding matrix for source and target tokens")
     tie_output: bool = _opt(True, "tie the decoder embedding to the pre-softmax linear layer")
+    scale_embedding: bool = _opt(
+        True, "multiply embeddings by sqrt(d_model) (the paper; HuggingFace Marian models may not)"
+    )
+    output_bias: bool = _opt(False, "a bias on the output logits (Marian's final_logits_bias)")
     layer_norm_eps: float = _opt(1e-5, "epsilon of every LayerNorm")
     # Special ids come from the tokenizer, not from the command line.
     pad_id: int = _opt(0, "id of the padding token", flag=False)
@@ -96,7 +100,8 @@ class DataConfig:
     src_lang: str = _opt("en", "source language code")
     tgt_lang: str = _opt("de", "target language code")
     tokenizer: str = _opt(
-        "", "SentencePiece model from `aiayn prepare`; empty: learn one from the training data"
+        "", "tokenizer directory from `aiayn prepare` (or a SentencePiece .model file); "
+            "empty: learn one from the training data"
     )
     max_len: int = _opt(256, "drop training pairs with more subword tokens than this on either side")
     batch_tokens: int = _opt(

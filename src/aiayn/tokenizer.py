@@ -1,31 +1,49 @@
-"""A thin SentencePiece BPE wrapper: one joint vocabulary for source and target.
+"""A thin SentencePiece wrapper: text to the model's ids and back.
 
-Fixed special ids: <pad>=0, <unk>=1, <s>=2 (bos), </s>=3 (eos). No text normalisation and
-byte fallback for unseen characters, so `decode(encode(s)) == s` for any sentence without
-leading, trailing or repeated spaces.
+aiayn's own models use one joint BPE model for source and target whose ids are the model's ids,
+with fixed special ids <pad>=0, <unk>=1, <s>=2 (bos), </s>=3 (eos). It has no text normalisation
+and byte fallback for unseen characters, so `decode(encode(s)) == s` for any sentence without
+leading, trailing or repeated spaces. It is saved as `tokenizer.model`.
+
+Models converted from Marian (OPUS-MT) keep their own files: a source and a target SentencePiece
+model whose pieces map to ids through a vocabulary (`source.spm`, `target.spm`, `vocab.json`);
+there the decoder starts from <pad> when the vocabulary has no <s>.
 """
 
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
 import sentencepiece as spm
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+JOINT_FILE = "tokenizer.model"
+MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
 
 
 class Tokenizer:
-    def __init__(self, model_proto: bytes) -> None:
-        self.model_proto = model_proto
-        self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
-        self.pad_id, self.unk_id = self.sp.pad_id(), self.sp.unk_id()
-        self.bos_id, self.eos_id = self.sp.bos_id(), self.sp.eos_id()
+    def __init__(self, source: bytes, target: bytes | None = None, vocab: list[str] | None = None) -> None:
+        """`source`/`target`: serialised SentencePiece models (one joint model when `target` is None);
+        `vocab`: the piece of each model id, when ids are not the SentencePiece ids."""
+        self.source_proto, self.target_proto, self.vocab = source, target, vocab
+        self.source_sp = spm.SentencePieceProcessor(model_proto=source)
+        self.target_sp = self.source_sp if target is None else spm.SentencePieceProcessor(model_proto=target)
+        if vocab is None:
+            sp = self.source_sp
+            self.pad_id, self.unk_id = sp.pad_id(), sp.unk_id()
+            self.bos_id, self.eos_id = sp.bos_id(), sp.eos_id()
+        else:
+            self.piece_to_id = {piece: i for i, piece in enumerate(vocab)}
+            self.pad_id, self.unk_id = self.piece_to_id["<pad>"], self.piece_to_id["<unk>"]
+            self.eos_id = self.piece_to_id["</s>"]
+            self.bos_id = self.piece_to_id.get("<s>", self.pad_id)
 
     @classmethod
     def train(cls, sentences: Iterable[str], vocab_size: int, seed: int = 1) -> Tokenizer:
-        """Learn a BPE vocabulary of at most `vocab_size` pieces from `sentences` (source + target)."""
+        """Learn a joint BPE vocabulary of at most `vocab_size` pieces from source + target sentences."""
         model = io.BytesIO()
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(sentences),
@@ -45,24 +63,52 @@ class Tokenizer:
 
     @classmethod
     def load(cls, path: str | Path) -> Tokenizer:
-        return cls(Path(path).read_bytes())
+        """From a directory holding tokenizer.model (or Marian's files), or a SentencePiece model file."""
+        path = Path(path)
+        if path.is_file():
+            return cls(path.read_bytes())
+        if (path / JOINT_FILE).exists():
+            return cls((path / JOINT_FILE).read_bytes())
+        if all((path / name).exists() for name in MARIAN_FILES):
+            ids = json.loads((path / "vocab.json").read_text(encoding="utf-8"))  # piece -> id
+            vocab = [""] * (max(ids.values()) + 1)
+            for piece, i in ids.items():
+                vocab[i] = piece
+            return cls((path / "source.spm").read_bytes(), (path / "target.spm").read_bytes(), vocab)
+        raise FileNotFoundError(f"{path}: no {JOINT_FILE}, nor {', '.join(MARIAN_FILES)}")
 
-    def save(self, path: str | Path) -> None:
-        Path(path).write_bytes(self.model_proto)
+    def save(self, directory: str | Path) -> None:
+        """Write the tokenizer's files into `directory`."""
+        directory = Path(directory)
+        if self.vocab is None and self.target_proto is None:
+            (directory / JOINT_FILE).write_bytes(self.source_proto)
+            return
+        (directory / "source.spm").write_bytes(self.source_proto)
+        (directory / "target.spm").write_bytes(self.target_proto or self.source_proto)
+        vocab = self.vocab or [self.source_sp.id_to_piece(i) for i in range(self.source_sp.get_piece_size())]
+        ids = {piece: i for i, piece in enumerate(vocab)}
+        (directory / "vocab.json").write_text(json.dumps(ids, ensure_ascii=False, indent=1), encoding="utf-8")
 
     @property
     def vocab_size(self) -> int:
-        return self.sp.get_piece_size()
+        return len(self.vocab) if self.vocab is not None else self.source_sp.get_piece_size()
 
-    def encode(self, texts: list[str]) -> list[list[int]]:
-        """Sentences -> subword ids, without bos/eos."""
-        return self.sp.encode(texts)
+    def encode(self, texts: list[str], side: str = "source") -> list[list[int]]:
+        """Sentences of one side -> subword ids, without bos/eos."""
+        sp = self.source_sp if side == "source" else self.target_sp
+        if self.vocab is None:
+            return sp.encode(texts)
+        return [[self.piece_to_id.get(piece, self.unk_id) for piece in pieces]
+                for pieces in sp.encode(texts, out_type=str)]
 
     def decode(self, ids: list[int]) -> str:
-        """Ids -> text; stops at the first eos and skips pad and bos."""
+        """Target ids -> text; stops at the first eos and skips pad and bos."""
         if self.eos_id in ids:
             ids = ids[: ids.index(self.eos_id)]
-        return self.sp.decode([i for i in ids if i not in (self.pad_id, self.bos_id)])
+        ids = [i for i in ids if i not in (self.pad_id, self.bos_id)]
+        if self.vocab is None:
+            return self.target_sp.decode(ids)
+        return self.target_sp.decode_pieces([self.vocab[i] for i in ids])
 
     def pieces(self, ids: list[int]) -> list[str]:
-        return [self.sp.id_to_piece(i) for i in ids]
+        return [self.vocab[i] if self.vocab is not None else self.source_sp.id_to_piece(i) for i in ids]

@@ -6,12 +6,13 @@ import argparse
 import sys
 
 from aiayn import __version__
-from aiayn.cli import average, evaluate, info, prepare, train, translate
+from aiayn.cli import average, convert, evaluate, export, info, prepare, train, translate
 from aiayn.config import ConfigError
 from aiayn.data.corpora import DataError
+from aiayn.interop import ConversionError
 
 COMMANDS = {"prepare": prepare, "train": train, "translate": translate, "evaluate": evaluate,
-            "average": average, "info": info}
+            "average": average, "convert": convert, "export": export, "info": info}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +29,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command].run(args) or 0
-    except (ConfigError, DataError, FileNotFoundError) as e:
+    except (ConfigError, DataError, ConversionError, FileNotFoundError, ImportError) as e:
         print(f"aiayn {args.command}: error: {e}", file=sys.stderr)
         return 2

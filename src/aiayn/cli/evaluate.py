@@ -10,7 +10,6 @@ from pathlib import Path
 from aiayn import evaluate
 from aiayn.cli.options import add_inference_options, load_for_inference
 from aiayn.data.corpora import DataError, load_corpus, read_lines
-from aiayn.decoding.translator import translate
 
 
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
@@ -35,11 +34,12 @@ def run(args: argparse.Namespace) -> int:
         corpus = load_corpus(args.test, args.src_lang or "en", args.tgt_lang or "de")
         hypotheses, settings = read_lines(args.hypotheses), {"hypotheses": args.hypotheses}
     elif args.checkpoint:
-        ck, decode, where = load_for_inference(args)
-        src_lang, tgt_lang = args.src_lang or ck.data.src_lang, args.tgt_lang or ck.data.tgt_lang
+        inference = load_for_inference(args)
+        decode, where = inference.decode, inference.where
+        src_lang, tgt_lang = args.src_lang or inference.src_lang, args.tgt_lang or inference.tgt_lang
         corpus = load_corpus(args.test, src_lang, tgt_lang)
         start = time.perf_counter()
-        hypotheses = [nbest[0].text for nbest in translate(ck.model, ck.tokenizer, corpus.source, decode)]
+        hypotheses = [nbest[0].text for nbest in inference.translate(corpus.source, decode)]
         seconds = time.perf_counter() - start
         settings = {"checkpoint": args.checkpoint, "languages": f"{src_lang}-{tgt_lang}", "device": where,
                     "seconds": round(seconds, 2), **vars(decode)}

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiayn import config as cfg
@@ -64,24 +66,50 @@ def resolve(args: argparse.Namespace) -> tuple[str, dict[str, Any], cfg.DataConf
 
 def add_inference_options(parser: argparse.ArgumentParser) -> None:
     """Where a trained model runs, and how it searches."""
+    parser.add_argument("--engine", choices=("pytorch", "ctranslate2"), default="pytorch",
+                        help="pytorch: an aiayn checkpoint (or Marian directory); ctranslate2: a directory "
+                             "from `aiayn export ctranslate2`, whose length penalty is the plain form "
+                             "(default: pytorch)")
+    parser.add_argument("--compute-type", default="default",
+                        help="ctranslate2 only: default, float32, int8, ... (default: default)")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N "
                                                          "(default: auto)")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads; 0: PyTorch's default")
     add_config_options(parser, cfg.DecodeConfig, "search (paper section 6.1)")
 
 
-def load_for_inference(args: argparse.Namespace):
-    """(checkpoint, decode config, device description) for translate and evaluate."""
+@dataclass
+class Inference:
+    """A loaded model, ready to translate lines with a DecodeConfig."""
+
+    translate: Callable[[list[str], cfg.DecodeConfig], list]
+    decode: cfg.DecodeConfig
+    src_lang: str
+    tgt_lang: str
+    where: str  # device and threads, to print next to timings
+
+
+def load_for_inference(args: argparse.Namespace) -> Inference:
+    """The model that `args.checkpoint` names, on the engine and device asked for."""
     import torch
 
     from aiayn import checkpoint
+    from aiayn.decoding.translator import translate
     from aiayn.train.loop import resolve_device
 
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
+    decode = cfg.build(cfg.DecodeConfig, given(args, cfg.DecodeConfig), "command line")
+    threads = torch.get_num_threads()
+    if args.engine == "ctranslate2":
+        from aiayn.interop.ctranslate2 import CTranslate2Translator
+
+        engine = CTranslate2Translator(args.checkpoint, device.type, threads, args.compute_type)
+        where = f"ctranslate2 {args.compute_type} on {device.type}, {threads} threads"
+        return Inference(engine.translate, decode, *engine.languages, where)
     ck = checkpoint.load(checkpoint.resolve(args.checkpoint), device, with_state=False)
     ck.model.eval()
-    decode = cfg.build(cfg.DecodeConfig, given(args, cfg.DecodeConfig), "command line")
-    where = f"{device}, {torch.get_num_threads()} threads" if device.type == "cpu" else str(device)
-    return ck, decode, where
+    where = f"pytorch on {device}, {threads} threads" if device.type == "cpu" else f"pytorch on {device}"
+    return Inference(lambda lines, config: translate(ck.model, ck.tokenizer, lines, config),
+                     decode, ck.data.src_lang, ck.data.tgt_lang, where)

@@ -17,7 +17,7 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                             description="Learn one SentencePiece BPE vocabulary from the source and "
                                         "target sides of the training data; pass it to `aiayn train "
                                         "--tokenizer`.")
-    p.add_argument("--out", required=True, help="where to write the SentencePiece model file")
+    p.add_argument("--out", required=True, help="directory to write the tokenizer into (tokenizer.model)")
     p.add_argument("--train", default="multi30k", help=field_help(cfg.DataConfig, "train"))
     p.add_argument("--src-lang", default="en", help="source language code (default: en)")
     p.add_argument("--tgt-lang", default="de", help="target language code (default: de)")
@@ -28,7 +28,7 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.train, args.src_lang, args.tgt_lang)
     tokenizer = Tokenizer.train(corpus.source + corpus.target, args.vocab_size, args.seed)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
     tokenizer.save(args.out)
     src_len = statistics.mean(map(len, tokenizer.encode(corpus.source)))
     tgt_len = statistics.mean(map(len, tokenizer.encode(corpus.target)))

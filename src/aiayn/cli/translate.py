@@ -7,7 +7,6 @@ import sys
 
 from aiayn.cli.options import add_inference_options, load_for_inference
 from aiayn.data.corpora import read_lines
-from aiayn.decoding.translator import translate
 
 
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
@@ -16,7 +15,8 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
         description="Translate sentences given as arguments, or one per line from --input or standard "
                     "input. Writes one line per input line (an empty line gives an empty line); with "
                     "--nbest N > 1, N lines per input in the Moses format: INDEX ||| TEXT ||| SCORE.")
-    p.add_argument("checkpoint", help="checkpoint directory, or a run directory (its newest checkpoint)")
+    p.add_argument("checkpoint", help="checkpoint directory, run directory (its newest checkpoint), "
+                                      "Marian directory, or CTranslate2 export (with --engine ctranslate2)")
     p.add_argument("sentences", nargs="*", help="sentences to translate (default: read lines)")
     p.add_argument("--input", "-i", help="file to translate, one sentence per line, plain or .gz "
                                          "(default: standard input)")
@@ -25,7 +25,7 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    ck, decode, _ = load_for_inference(args)
+    inference = load_for_inference(args)
     if args.sentences:
         lines = args.sentences
     elif args.input:
@@ -34,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
         lines = sys.stdin.read().split("\n")
         if lines and lines[-1] == "":
             lines.pop()
-    results = translate(ck.model, ck.tokenizer, lines, decode)
+    decode = inference.decode
+    results = inference.translate(lines, decode)
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     try:
         for i, nbest in enumerate(results):

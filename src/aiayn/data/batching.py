@@ -45,7 +45,7 @@ class TokenizedCorpus:
 
 def tokenize(corpus: ParallelCorpus, tokenizer: Tokenizer, max_len: int | None = None) -> TokenizedCorpus:
     """Tokenise both sides; drop pairs with an empty side, and pairs longer than `max_len` tokens."""
-    source, target = tokenizer.encode(corpus.source), tokenizer.encode(corpus.target)
+    source, target = tokenizer.encode(corpus.source), tokenizer.encode(corpus.target, "target")
     kept = TokenizedCorpus([], [])
     for s, t in zip(source, target, strict=True):
         if not s or not t:

@@ -78,16 +78,19 @@ class Transformer(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
-        self.src_embed = TokenEmbedding(config.vocab_size, config.d_model)
+        self.src_embed = TokenEmbedding(config.vocab_size, config.d_model, config.scale_embedding)
         self.tgt_embed = (self.src_embed if config.share_embeddings
-                          else TokenEmbedding(config.vocab_size, config.d_model))
+                          else TokenEmbedding(config.vocab_size, config.d_model, config.scale_embedding))
         self.positions = (SinusoidalPositionalEncoding(config.d_model, config.pe_layout)
                           if config.positional == "sinusoidal"
                           else LearnedPositionalEmbedding(config.max_positions, config.d_model))
         self.embed_dropout = nn.Dropout(config.dropout)
         self.encoder = Encoder(config)
         self.decoder = Decoder(config)
-        self.output_proj = nn.Linear(config.d_model, config.vocab_size, bias=False)  # pre-softmax
+        # The pre-softmax linear layer.
+        self.output_proj = nn.Linear(config.d_model, config.vocab_size, bias=config.output_bias)
+        if config.output_bias:
+            nn.init.zeros_(self.output_proj.bias)
         if config.tie_output:
             self.output_proj.weight = self.tgt_embed.weight
         else:

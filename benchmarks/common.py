@@ -1,0 +1,87 @@
+"""What the benchmarks share: the machine's matmul peak, timing with warm-up and medians, the
+Multi30k batches, and recording results in benchmarks/RESULTS.md."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def matmul_peak_gflops(n: int = 1024, repeats: int = 10) -> float:
+    """float32 GFLOP/s of torch.matmul on n x n matrices with the current threads: the peak for MFU."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(3):
+        a @ b
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - start)
+    return 2 * n**3 / statistics.median(times) / 1e9
+
+
+def median_time(fn: Callable[[], object], warmup: int, repeats: int) -> float:
+    """Median wall time of fn() in seconds, after `warmup` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (f"{cpu}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads; "
+            f"Python {platform.python_version()}, torch {torch.__version__}")
+
+
+def versions(*packages: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for package in packages:
+        try:
+            found.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            found.append(f"{package} (absent)")
+    return ", ".join(found)
+
+
+def record(title: str, table: str, notes: str = "") -> None:
+    """Append one run to RESULTS.md with its command, machine, versions and date."""
+    command = "python " + " ".join(sys.argv)
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    entry = (f"\n## {title} ({when})\n\n`{command}`\n\nMachine: {machine()}.\n"
+             f"Versions: {versions('aiayn', 'transformers', 'ctranslate2')}.\n\n{table}\n")
+    if notes:
+        entry += f"\n{notes}\n"
+    with open(RESULTS, "a", encoding="utf-8") as f:
+        f.write(entry)
+    print(f"recorded in {RESULTS}")
+
+
+def data_dir() -> None:
+    """Point AIAYN_DATA_DIR at ../shared/data unless it is set."""
+    if "AIAYN_DATA_DIR" not in os.environ and (SHARED_DATA / "multi30k").exists():
+        os.environ["AIAYN_DATA_DIR"] = str(SHARED_DATA)

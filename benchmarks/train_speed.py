@@ -1,0 +1,145 @@
+"""Training speed, side by side in one run: aiayn's train_step against the reference of
+../shared/BASELINES.md (embeddings + torch.nn.Transformer + tied output projection, label smoothing
+0.1, Adam), on the same Multi30k en->de batches (joint 8k BPE, about 4,096 tokens per batch).
+
+    python benchmarks/train_speed.py                   # small and base presets, about 10 minutes
+    python benchmarks/train_speed.py --presets small --record
+    python benchmarks/train_speed.py --smoke           # seconds: keeps the script working (CI)
+
+Prints target tokens per second of each, the ratio, and each one's model FLOP/s as a share of
+the float32 matmul peak measured here (FLOPs counted as 6 x weights x tokens they process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+from common import data_dir, machine, matmul_peak_gflops, record  # benchmarks/common.py
+from torch import nn
+
+from aiayn.config import DataConfig, TrainConfig, model_config
+from aiayn.data.batching import collate, make_batches, tokenize
+from aiayn.data.corpora import load_corpus
+from aiayn.model import Transformer
+from aiayn.model.positional import sinusoids
+from aiayn.tokenizer import Tokenizer
+from aiayn.train.loop import train_step
+from aiayn.train.optim import make_optimizer
+
+
+class Reference(nn.Module):
+    """Embeddings x sqrt(d) + sinusoids, torch.nn.Transformer (post-norm), tied output projection."""
+
+    def __init__(self, c) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(c.vocab_size, c.d_model)
+        nn.init.normal_(self.embed.weight, std=c.d_model**-0.5)
+        self.transformer = nn.Transformer(c.d_model, c.n_heads, c.n_encoder_layers, c.n_decoder_layers,
+                                          c.d_ff, c.dropout, batch_first=True)
+        self.register_buffer("pe", sinusoids(torch.arange(1024), c.d_model).float(), persistent=False)
+        self.scale, self.pad_id = math.sqrt(c.d_model), c.pad_id
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        x = self.embed(src) * self.scale + self.pe[: src.size(1)]
+        y = self.embed(tgt) * self.scale + self.pe[: tgt.size(1)]
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt.size(1))
+        pad = src == self.pad_id
+        h = self.transformer(x, y, tgt_mask=causal, src_key_padding_mask=pad, memory_key_padding_mask=pad,
+                             tgt_is_causal=True)
+        return h @ self.embed.weight.T
+
+
+def reference_step(model: Reference, batch, optimizer: torch.optim.Optimizer) -> None:
+    model.train()
+    logits = model(batch.src, batch.tgt_in)
+    loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=model.pad_id,
+                           label_smoothing=0.1, reduction="sum") / batch.n_tgt_tokens
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def model_flops(config, batches) -> float:
+    """6 x weights x the (padded) tokens they process: encoder on sources, decoder and output on targets."""
+    d, f, v = config.d_model, config.d_ff, config.vocab_size
+    encoder_layer = 4 * d * d + 2 * d * f
+    decoder_layer = 8 * d * d + 2 * d * f
+    total = 0.0
+    for b in batches:
+        total += 6 * encoder_layer * config.n_encoder_layers * b.src.numel()
+        total += 6 * (decoder_layer * config.n_decoder_layers + v * d) * b.tgt_in.numel()
+    return total
+
+
+def compare(preset: str, batches, vocab_size: int, rounds: int, warmup: int, peak: float) -> dict:
+    config = model_config(preset, vocab_size=vocab_size)
+    torch.manual_seed(0)
+    ours = Transformer(config)
+    reference = Reference(config)
+    train_config = TrainConfig()
+    our_opt, ref_opt = make_optimizer(ours, train_config), make_optimizer(reference, train_config)
+    cpu = torch.device("cpu")
+    run_ours = lambda b: train_step(ours, [b], our_opt, 1e-4, train_config, config.pad_id, cpu)  # noqa: E731
+    run_reference = lambda b: reference_step(reference, b, ref_opt)  # noqa: E731
+    for b in batches[:warmup]:
+        run_ours(b)
+        run_reference(b)
+    tokens = sum(b.n_tgt_tokens for b in batches)
+    speeds: dict[str, list[float]] = {"aiayn": [], "reference": []}
+    for _ in range(rounds):  # alternate, so that drifts in machine speed hit both alike
+        for name, run in (("aiayn", run_ours), ("reference", run_reference)):
+            start = time.perf_counter()
+            for b in batches:
+                run(b)
+            speeds[name].append(tokens / (time.perf_counter() - start))
+    flops_per_token = model_flops(config, batches) / tokens
+    result = {"preset": preset, "parameters": sum(p.numel() for p in ours.parameters())}
+    for name, values in speeds.items():
+        result[name] = statistics.median(values)
+        result[f"{name}_mfu"] = result[name] * flops_per_token / (peak * 1e9)
+    result["ratio"] = result["aiayn"] / result["reference"]
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--presets", nargs="+", default=["small", "base"], help="model presets to compare")
+    parser.add_argument("--batches", type=int, default=8, help="batches per timed round (default: 8)")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds per system; the median counts")
+    parser.add_argument("--smoke", action="store_true", help="tiny model, two batches: checks it runs")
+    parser.add_argument("--record", action="store_true", help="append the results to benchmarks/RESULTS.md")
+    args = parser.parse_args()
+
+    data_dir()
+    corpus = load_corpus("synthetic:copy" if args.smoke else "multi30k", "en", "de")
+    tokenizer = Tokenizer.train(corpus.source + corpus.target, 512 if args.smoke else 8000)
+    tokenized = tokenize(corpus, tokenizer, DataConfig().max_len)
+    order = make_batches(*tokenized.lengths(), 512 if args.smoke else 4096, seed=1)
+    n = 2 if args.smoke else args.batches
+    batches = [collate(b, tokenized, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id) for b in order[:n]]
+    presets = ["tiny"] if args.smoke else args.presets
+    peak = matmul_peak_gflops()
+    print(f"{machine()}\nfloat32 matmul peak: {peak:.0f} GFLOP/s; {len(batches)} batches of "
+          f"{statistics.mean(b.n_tgt_tokens for b in batches):,.0f} target tokens")
+    rows = ["| preset | parameters | aiayn tgt tok/s | reference tgt tok/s | ratio | aiayn MFU "
+            "| reference MFU |", "|---|---|---|---|---|---|---|"]
+    for preset in presets:
+        r = compare(preset, batches, tokenizer.vocab_size, 1 if args.smoke else args.rounds,
+                    1 if args.smoke else 2, peak)
+        row = (f"| {preset} | {r['parameters'] / 1e6:.2f}M | {r['aiayn']:,.0f} | {r['reference']:,.0f} | "
+               f"{r['ratio']:.2f}x | {r['aiayn_mfu']:.0%} | {r['reference_mfu']:.0%} |")
+        rows.append(row)
+        print(row)
+    if args.record and not args.smoke:
+        record("Training speed: aiayn vs embeddings + torch.nn.Transformer", "\n".join(rows),
+               f"Matmul peak measured in the same run: {peak:.0f} GFLOP/s (float32, 1024^3).")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""`aiayn convert`: move models between aiayn and HuggingFace MarianMTModel (OPUS-MT) directories."""
+
+from __future__ import annotations
+
+import argparse
+
+from aiayn import checkpoint
+from aiayn.interop import marian
+
+
+def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
+    p = commands.add_parser(
+        name, help="convert between aiayn checkpoints and HuggingFace Marian directories",
+        description="from-marian: a MarianMTModel directory (config.json, model weights, source.spm, "
+                    "target.spm, vocab.json) into an aiayn checkpoint. to-marian: an aiayn checkpoint into "
+                    "a MarianMTModel directory that transformers loads with from_pretrained. Both are "
+                    "exact: logits agree to float precision. `aiayn translate` also reads Marian "
+                    "directories directly.")
+    p.add_argument("direction", choices=("from-marian", "to-marian"), help="which way to convert")
+    p.add_argument("source", help="the Marian directory (from-marian) or aiayn checkpoint/run (to-marian)")
+    p.add_argument("out", help="directory to write")
+    p.add_argument("--max-positions", type=int, default=1024,
+                   help="to-marian: Marian's position table size, the longest input it accepts "
+                        "(default: 1024)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.direction == "from-marian":
+        ck = checkpoint.load(args.source, with_state=False)
+        out = checkpoint.save(args.out, ck.model, ck.tokenizer, ck.data, ck.train)
+    else:
+        ck = checkpoint.load(checkpoint.resolve(args.source), with_state=False)
+        out = marian.save_marian(ck.model, ck.tokenizer, args.out, ck.data.src_lang, ck.data.tgt_lang,
+                                 args.max_positions)
+    print(f"wrote {out}")
+    return 0

@@ -1,0 +1,32 @@
+"""`aiayn export ctranslate2`: write a model in CTranslate2's format for fast CPU and GPU inference."""
+
+from __future__ import annotations
+
+import argparse
+
+from aiayn import checkpoint
+from aiayn.interop.ctranslate2 import export
+
+
+def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
+    p = commands.add_parser(
+        name, help="export a model to CTranslate2",
+        description="Export a checkpoint (or Marian directory) to a CTranslate2 model directory, with "
+                    "its tokenizer, for `aiayn translate --engine ctranslate2`. Needs the ctranslate2 "
+                    "package (pip install ctranslate2).")
+    p.add_argument("format", choices=("ctranslate2",), help="the format to write")
+    p.add_argument("checkpoint", help="checkpoint, run directory (its newest checkpoint) or Marian directory")
+    p.add_argument("out", help="directory to write")
+    p.add_argument("--quantization", default=None,
+                   help="store weights as int8, int8_float32, float16, ... (default: float32); "
+                        "--compute-type at translation time can also quantize on load")
+    p.add_argument("--max-positions", type=int, default=1024,
+                   help="longest sequence the exported position table covers (default: 1024)")
+
+
+def run(args: argparse.Namespace) -> int:
+    ck = checkpoint.load(checkpoint.resolve(args.checkpoint), with_state=False)
+    out = export(ck.model, ck.tokenizer, args.out, args.quantization, args.max_positions,
+                 (ck.data.src_lang, ck.data.tgt_lang))
+    print(f"wrote {out}")
+    return 0

@@ -1,0 +1,17 @@
+"""Moving models in and out of other toolkits: HuggingFace Marian, CTranslate2."""
+
+import importlib
+from types import ModuleType
+
+
+class ConversionError(ValueError):
+    """A model feature the other toolkit cannot represent; the message says which."""
+
+
+def require(module: str) -> ModuleType:
+    """Import an optional dependency, or fail saying how to install it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise ImportError(f"this needs the optional package {module.split('.')[0]!r}: "
+                          f"pip install 'aiayn[interop]' (or pip install {module.split('.')[0]})") from e

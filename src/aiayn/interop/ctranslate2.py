@@ -1,0 +1,135 @@
+"""Export to CTranslate2, the fast inference engine, and translate with it.
+
+The export writes CTranslate2's Transformer specification directly from an aiayn model: the same
+layers (post- or pre-norm), the same fused [W^Q; W^K; W^V] projection, the model's own sinusoids
+as the position table (so either layout exports exactly), and its SentencePiece pieces as the
+vocabulary. CTranslate2 is an optional dependency (`pip install ctranslate2`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from aiayn.config import DecodeConfig
+from aiayn.decoding.translator import Translation
+from aiayn.interop import ConversionError, require
+from aiayn.model import Transformer
+from aiayn.tokenizer import Tokenizer
+
+ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH"}
+
+
+def _spec(model: Transformer, tokenizer: Tokenizer, max_positions: int):
+    specs = require("ctranslate2.specs")
+    common_spec, transformer_spec = specs.common_spec, specs.transformer_spec
+
+    c = model.config
+    if c.positional != "sinusoidal":
+        raise ConversionError("CTranslate2 export supports sinusoidal positions only")
+    spec = transformer_spec.TransformerSpec.from_config(
+        (c.n_encoder_layers, c.n_decoder_layers), c.n_heads, pre_norm=c.norm_position == "pre",
+        activation=getattr(common_spec.Activation, ACTIVATIONS[c.activation]))
+    spec.config.layer_norm_epsilon = c.layer_norm_eps
+    pieces = tokenizer.pieces(list(range(tokenizer.vocab_size)))
+    spec.config.decoder_start_token = pieces[c.bos_id]
+    spec.config.eos_token, spec.config.unk_token = pieces[c.eos_id], pieces[tokenizer.unk_id]
+    spec.config.add_source_eos = True  # aiayn ends every source with eos
+    w = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    positions = model.positions(max_positions).numpy()  # (max_positions, D), the model's own layout
+
+    def linear(target, name: str) -> None:
+        target.weight = w[f"{name}.weight"]
+        if f"{name}.bias" in w:
+            target.bias = w[f"{name}.bias"]
+
+    def norm(target, name: str) -> None:
+        target.gamma, target.beta = w[f"{name}.weight"], w[f"{name}.bias"]
+
+    def split_kv(target, name: str, d: int) -> None:  # encoder-decoder attention: q apart, [k; v] fused
+        target[0].weight, target[0].bias = w[f"{name}.in_proj.weight"][:d], w[f"{name}.in_proj.bias"][:d]
+        target[1].weight, target[1].bias = w[f"{name}.in_proj.weight"][d:], w[f"{name}.in_proj.bias"][d:]
+        linear(target[2], f"{name}.out_proj")
+
+    for stack, layers, embed in ((spec.encoder, c.n_encoder_layers, "src_embed"),
+                                 (spec.decoder, c.n_decoder_layers, "tgt_embed")):
+        side = "encoder" if stack is spec.encoder else "decoder"
+        embeddings = stack.embeddings[0] if isinstance(stack.embeddings, list) else stack.embeddings
+        embeddings.weight = w[f"{embed}.weight"]
+        stack.scale_embeddings = c.scale_embedding
+        stack.position_encodings.encodings = positions
+        if c.norm_position == "pre":
+            norm(stack.layer_norm, f"{side}.final_norm")
+        for i in range(layers):
+            ours, layer = f"{side}.layers.{i}", stack.layer[i]
+            linear(layer.self_attention.linear[0], f"{ours}.self_attn.in_proj")
+            linear(layer.self_attention.linear[1], f"{ours}.self_attn.out_proj")
+            norm(layer.self_attention.layer_norm, f"{ours}.self_attn_res.norm")
+            if side == "decoder":
+                split_kv(layer.attention.linear, f"{ours}.cross_attn", c.d_model)
+                norm(layer.attention.layer_norm, f"{ours}.cross_attn_res.norm")
+            linear(layer.ffn.linear_0, f"{ours}.feed_forward.w1")
+            linear(layer.ffn.linear_1, f"{ours}.feed_forward.w2")
+            norm(layer.ffn.layer_norm, f"{ours}.feed_forward_res.norm")
+    linear(spec.decoder.projection, "output_proj")
+    spec.register_source_vocabulary(pieces)
+    spec.register_target_vocabulary(pieces)
+    return spec
+
+
+def export(model: Transformer, tokenizer: Tokenizer, out: str | Path, quantization: str | None = None,
+           max_positions: int = 1024, languages: tuple[str, str] = ("", "")) -> Path:
+    """Write a CTranslate2 model directory, plus the tokenizer and languages so it translates text alone."""
+    class _FromSpec(require("ctranslate2.converters.converter").Converter):
+        def _load(self):
+            return _spec(model, tokenizer, max_positions)
+
+    out = Path(out)
+    _FromSpec().convert(str(out), quantization=quantization, force=True)
+    tokenizer.save(out)
+    (out / "aiayn.json").write_text(json.dumps({"src_lang": languages[0], "tgt_lang": languages[1]}) + "\n")
+    return out
+
+
+class CTranslate2Translator:
+    """Translates with an exported CTranslate2 directory, as `aiayn.decoding.translator.translate` does.
+
+    CTranslate2 does its own batching and search; its length penalty is the plain |Y|^alpha form.
+    """
+
+    def __init__(self, path: str | Path, device: str = "cpu", threads: int = 0,
+                 compute_type: str = "default") -> None:
+        ctranslate2 = require("ctranslate2")
+        self.tokenizer = Tokenizer.load(path)
+        meta_file = Path(path) / "aiayn.json"
+        meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
+        self.languages = meta.get("src_lang", ""), meta.get("tgt_lang", "")
+        self.translator = ctranslate2.Translator(str(path), device=device, intra_threads=threads,
+                                                 compute_type=compute_type)
+        pieces = self.tokenizer.pieces(list(range(self.tokenizer.vocab_size)))
+        self.to_id = {piece: i for i, piece in enumerate(pieces)}
+
+    def translate(self, lines: list[str], config: DecodeConfig) -> list[list[Translation]]:
+        """The n-best translations of every line, best first; empty lines stay empty."""
+        tokenizer, ids = self.tokenizer, self.tokenizer.encode(lines)
+        results = [[Translation("", 0.0, 0.0, [])] for _ in lines]
+        todo = [i for i, s in enumerate(ids) if s]
+        if not todo:
+            return results
+        sampling = config.temperature > 0  # as in aiayn: sampling replaces the search
+        longest = max(len(ids[i]) + 1 for i in todo)
+        outputs = self.translator.translate_batch(
+            [tokenizer.pieces(ids[i]) for i in todo],
+            beam_size=1 if sampling else config.beam_size, num_hypotheses=config.nbest,
+            length_penalty=config.length_penalty, return_scores=True,
+            sampling_topk=config.top_k if sampling else 1,
+            sampling_temperature=config.temperature if sampling else 1.0,
+            max_decoding_length=config.max_output_len or longest + config.max_output_extra,
+            max_batch_size=config.batch_size,
+            batch_type="examples" if config.batch_by == "sentences" else "tokens")
+        for i, output in zip(todo, outputs, strict=True):
+            results[i] = []
+            for pieces, score in zip(output.hypotheses, output.scores, strict=True):
+                out_ids = [self.to_id[p] for p in pieces]
+                results[i].append(Translation(tokenizer.decode(out_ids), score, float("nan"), out_ids))
+        return results

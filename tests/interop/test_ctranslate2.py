@@ -1,0 +1,64 @@
+"""Parity with CTranslate2: an exported model decodes exactly as aiayn does."""
+
+import pytest
+import torch
+
+pytest.importorskip("ctranslate2")
+
+from aiayn.cli import main  # noqa: E402
+from aiayn.config import DecodeConfig  # noqa: E402
+from aiayn.decoding import greedy_search, max_output_lengths  # noqa: E402
+from aiayn.interop.ctranslate2 import CTranslate2Translator, export  # noqa: E402
+from tests.conftest import tiny_model  # noqa: E402
+
+CAP = 39
+
+
+@pytest.fixture(scope="module")
+def exported(reverse_model, tmp_path_factory):
+    model, tokenizer, _ = reverse_model
+    return export(model, tokenizer, tmp_path_factory.mktemp("ct2"), languages=("xx", "yy"))
+
+
+def padded(ids, pad_id, eos_id):
+    rows = [s + [eos_id] for s in ids]
+    src = torch.full((len(rows), max(map(len, rows))), pad_id)
+    for r, row in enumerate(rows):
+        src[r, : len(row)] = torch.tensor(row)
+    return src
+
+
+def test_greedy_output_equals_aiayn_token_for_token_on_200_sentences(exported, reverse_model):
+    model, tokenizer, sources = reverse_model
+    lines = sources[:200]
+    theirs = CTranslate2Translator(exported, threads=2).translate(
+        lines, DecodeConfig(beam_size=1, max_output_len=CAP))
+    src = padded(tokenizer.encode(lines), tokenizer.pad_id, tokenizer.eos_id)
+    mine = greedy_search(model, src, max_output_lengths(src, tokenizer.pad_id, fixed=CAP))
+    assert [t[0].tokens for t in theirs] == [h.tokens for h in mine]  # no tolerance needed: 0 of 200 differ
+    assert sum(len(h.tokens) for h in mine) > 1000
+
+
+def test_translate_engine_ctranslate2_from_the_command_line(exported, tmp_path, capsys):
+    assert main(["translate", str(exported), "a b c", "", "x y z", "--engine", "ctranslate2",
+                 "--beam-size", "4", "--compute-type", "int8"]) == 0
+    lines = capsys.readouterr().out.split("\n")
+    assert len(lines) == 4 and lines[1] == ""
+    assert CTranslate2Translator(exported).languages == ("xx", "yy")
+
+
+def test_pre_norm_gelu_model_with_concatenated_positions_exports_exactly(tmp_path):
+    from aiayn.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.train(["a b c d e f g h i j"] * 40, 300)
+    model = tiny_model(vocab_size=tokenizer.vocab_size, norm_position="pre", activation="gelu",
+                       pe_layout="concatenated", output_bias=True)
+    with torch.no_grad():
+        model.output_proj.bias.normal_()
+    out = export(model, tokenizer, tmp_path / "ct2")
+    ids = [[5 + (i * 7 + j) % 200 for j in range(3 + i % 6)] for i in range(40)]
+    lines = [tokenizer.decode(s) for s in ids]
+    theirs = CTranslate2Translator(out).translate(lines, DecodeConfig(beam_size=1, max_output_len=12))
+    src = padded(tokenizer.encode(lines), tokenizer.pad_id, tokenizer.eos_id)
+    mine = greedy_search(model, src, max_output_lengths(src, tokenizer.pad_id, fixed=12))
+    assert [t[0].tokens for t in theirs] == [h.tokens for h in mine]
