@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Reproduce one row of the README's Multi30k table from nothing: set up .venv, train
+# recipes/multi30k-small.toml from scratch on the CPU, average the last 5 checkpoints, and score
+# test_2016_flickr and test_2017_flickr with sacreBLEU.
+#
+#   bash scripts/multi30k.sh en de        # also: de en, en fr
+#
+# Writes runs/multi30k-SRCTGT/ (checkpoints, metrics.jsonl, averaged/, hypotheses, scores *.json).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src=${1:-en}
+tgt=${2:-de}
+
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+. .venv/bin/activate
+pip install --quiet torch==2.13.0        # the CPU wheel; install it before the project
+pip install --quiet -e .
+if [ -z "${AIAYN_DATA_DIR:-}" ] && [ -d ../shared/data/multi30k ]; then
+    export AIAYN_DATA_DIR="$(cd ../shared/data && pwd)"
+fi
+
+run="runs/multi30k-$src$tgt"
+start=$SECONDS
+aiayn train --config recipes/multi30k-small.toml --src-lang "$src" --tgt-lang "$tgt" --out "$run"
+echo "training took $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s (wall time, data and tokenizer included)"
+aiayn average "$run" --last 5 --out "$run/averaged"
+for test in test_2016_flickr test_2017_flickr; do
+    aiayn evaluate "$run/averaged" --test "multi30k:$test" --output "$run/$test.$tgt" --scores "$run/$test.json"
+done
