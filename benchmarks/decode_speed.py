@@ -1,0 +1,146 @@
+"""Decoding speed, side by side in one run: aiayn against HuggingFace MarianMTModel.generate and
+CTranslate2 (float32 and int8), greedy and beam 4, on the first 1,000 sentences of Multi30k
+test_2016_flickr (en) in batches of 32, every output forced to exactly 32 new tokens.
+
+All systems run the same weights (one random model, converted exactly), and eos is made
+impossible by a -1e4 logit bias, so every system does 32 decoder steps per sentence and the
+same work. Tokens/s counts output tokens (32 per sentence, whatever the beam), from the median
+batch time.
+
+    python benchmarks/decode_speed.py                  # small preset, all systems, a few minutes
+    python benchmarks/decode_speed.py --record         # also append to benchmarks/RESULTS.md
+    python benchmarks/decode_speed.py --smoke          # seconds: keeps the script working (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+
+import torch
+from common import data_dir, machine, matmul_peak_gflops, record  # benchmarks/common.py
+
+from aiayn.config import model_config
+from aiayn.data.corpora import load_corpus
+from aiayn.decoding import beam_search, greedy_search, max_output_lengths
+from aiayn.model import Transformer
+from aiayn.tokenizer import Tokenizer
+
+NO_EOS = -1e4  # logit bias that makes eos (practically) impossible
+
+
+def batch_times(run: Callable[[torch.Tensor], object], batches: list[torch.Tensor]) -> list[float]:
+    run(batches[0])  # warm-up
+    times = []
+    for src in batches:
+        start = time.perf_counter()
+        run(src)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def systems(model: Transformer, tokenizer: Tokenizer, new_tokens: int, beam: int, workdir: str,
+            include: set[str]) -> dict[str, Callable[[torch.Tensor], object]]:
+    """name -> function translating one (B, S) batch of ids with exactly `new_tokens` output steps."""
+    c = model.config
+    cap = new_tokens - 1  # aiayn's beam search: cap tokens, then the forced eos: new_tokens steps
+    run: dict[str, Callable[[torch.Tensor], object]] = {}
+    with torch.no_grad():
+        if beam == 1:
+            run["aiayn"] = lambda src: greedy_search(model, src,
+                                                     max_output_lengths(src, c.pad_id, fixed=new_tokens))
+        else:
+            run["aiayn"] = lambda src: beam_search(model, src, beam, 1, 0.6, "plain",
+                                                   max_output_lengths(src, c.pad_id, fixed=cap))
+    if "huggingface" in include:
+        from aiayn.interop.marian import to_marian
+
+        hf = to_marian(model)
+        never = [[c.pad_id], [c.bos_id]]
+
+        def generate(src: torch.Tensor) -> object:
+            with torch.no_grad():
+                # eos cannot win before the last step, where Marian's forced eos ends the output
+                return hf.generate(input_ids=src, attention_mask=(src != c.pad_id).long(), num_beams=beam,
+                                   do_sample=False, max_new_tokens=new_tokens, bad_words_ids=never,
+                                   early_stopping=True)
+
+        run["huggingface"] = generate
+    if "ctranslate2" in include:
+        import ctranslate2
+
+        from aiayn.interop.ctranslate2 import export
+
+        path = export(model, tokenizer, f"{workdir}/ct2")
+        for compute_type in ("float32", "int8"):
+            translator = ctranslate2.Translator(str(path), device="cpu", compute_type=compute_type,
+                                                intra_threads=torch.get_num_threads())
+
+            def translate(src: torch.Tensor, translator=translator) -> object:
+                pieces = [tokenizer.pieces([t for t in row if t not in (c.pad_id, c.eos_id)])
+                          for row in src.tolist()]
+                return translator.translate_batch(pieces, beam_size=beam, max_decoding_length=new_tokens,
+                                                  min_decoding_length=new_tokens, max_batch_size=len(pieces))
+
+            run[f"ctranslate2 {compute_type}"] = translate
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="small", help="model preset (default: small)")
+    parser.add_argument("--sentences", type=int, default=1000, help="sentences of test_2016_flickr")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--new-tokens", type=int, default=32, help="output tokens per sentence")
+    parser.add_argument("--systems", nargs="+", default=["huggingface", "ctranslate2"],
+                        help="peers to compare with (default: huggingface ctranslate2)")
+    parser.add_argument("--smoke", action="store_true", help="tiny model, few sentences: checks it runs")
+    parser.add_argument("--record", action="store_true", help="append the results to benchmarks/RESULTS.md")
+    args = parser.parse_args()
+
+    data_dir()
+    corpus = load_corpus("synthetic:copy" if args.smoke else "multi30k", "en", "de")
+    tokenizer = Tokenizer.train(corpus.source + corpus.target, 512 if args.smoke else 8000)
+    if args.smoke:
+        preset, sentences, new_tokens, lines = "tiny", 64, 8, corpus.source
+    else:
+        preset, sentences, new_tokens = args.preset, args.sentences, args.new_tokens
+        lines = load_corpus("multi30k:test_2016_flickr", "en", "de").source
+    lines = lines[:sentences]
+    ids = [s + [tokenizer.eos_id] for s in tokenizer.encode(lines)]
+    batches = []
+    for start in range(0, len(ids), args.batch_size):
+        rows = ids[start:start + args.batch_size]
+        src = torch.full((len(rows), max(map(len, rows))), tokenizer.pad_id)
+        for r, row in enumerate(rows):
+            src[r, : len(row)] = torch.tensor(row)
+        batches.append(src)
+
+    torch.manual_seed(0)
+    model = Transformer(model_config(preset, vocab_size=tokenizer.vocab_size, output_bias=True)).eval()
+    with torch.no_grad():
+        model.output_proj.bias[tokenizer.eos_id] = NO_EOS
+    peak = matmul_peak_gflops()
+    print(f"{machine()}\nfloat32 matmul peak: {peak:.0f} GFLOP/s; {len(lines)} sentences in batches of "
+          f"{args.batch_size}, {new_tokens} new tokens each")
+    rows = ["| search | system | output tokens/s | aiayn's speed relative to it |", "|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as workdir:
+        for beam in (1, 4):
+            run = systems(model, tokenizer, new_tokens, beam, workdir, set(args.systems))
+            speed = {name: args.batch_size * new_tokens / statistics.median(batch_times(fn, batches))
+                     for name, fn in run.items()}
+            search = "greedy" if beam == 1 else f"beam {beam}"
+            for name, tokens_per_s in speed.items():
+                ratio = "" if name == "aiayn" else f"{speed['aiayn'] / tokens_per_s:.2f}x"
+                rows.append(f"| {search} | {name} | {tokens_per_s:,.0f} | {ratio} |")
+                print(rows[-1])
+    if args.record and not args.smoke:
+        record(f"Decoding speed ({preset}): aiayn vs HuggingFace and CTranslate2", "\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
