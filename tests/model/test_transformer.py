@@ -114,3 +114,16 @@ def test_learned_positions_and_gelu_options_build_and_run():
     model = tiny_model(positional="learned", max_positions=16, activation="gelu", pe_layout="concatenated")
     assert parameter_counts(model)["positions"] == 16 * 64
     assert model(random_ids(1, 6), random_ids(1, 4)).shape == (1, 4, 50)
+
+
+def test_returned_encoder_weights_are_those_the_forward_pass_computes():
+    model = tiny_model()
+    src = torch.cat([random_ids(2, 5), torch.zeros(2, 2, dtype=torch.long)], dim=1)
+    _, maps = model.attention_maps(src, random_ids(2, 3, seed=1))
+    # Layer 1 by hand: softmax(Q K^T / sqrt(d_k)) over the embedded source, padding at -inf.
+    x = model.embed(src, model.src_embed)
+    attn = model.encoder.layers[0].self_attn
+    q, k, _ = attn.project_qkv(x)  # (B, H, S, K)
+    scores = q @ k.transpose(-2, -1) / 16**0.5
+    scores = scores.masked_fill((src == 0)[:, None, None, :], float("-inf"))
+    assert torch.allclose(maps.encoder[0], scores.softmax(-1), atol=1e-6)

@@ -84,6 +84,8 @@ class Inference:
 
     translate: Callable[[list[str], cfg.DecodeConfig], list]
     decode: cfg.DecodeConfig
+    model: Any  # the PyTorch Transformer (None with CTranslate2)
+    tokenizer: Any
     src_lang: str
     tgt_lang: str
     where: str  # device and threads, to print next to timings
@@ -107,9 +109,9 @@ def load_for_inference(args: argparse.Namespace) -> Inference:
 
         engine = CTranslate2Translator(args.checkpoint, device.type, threads, args.compute_type)
         where = f"ctranslate2 {args.compute_type} on {device.type}, {threads} threads"
-        return Inference(engine.translate, decode, *engine.languages, where)
+        return Inference(engine.translate, decode, None, engine.tokenizer, *engine.languages, where)
     ck = checkpoint.load(checkpoint.resolve(args.checkpoint), device, with_state=False)
     ck.model.eval()
     where = f"pytorch on {device}, {threads} threads" if device.type == "cpu" else f"pytorch on {device}"
     return Inference(lambda lines, config: translate(ck.model, ck.tokenizer, lines, config),
-                     decode, ck.data.src_lang, ck.data.tgt_lang, where)
+                     decode, ck.model, ck.tokenizer, ck.data.src_lang, ck.data.tgt_lang, where)

@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +136,28 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+@dataclass
+class Window:
+    """Training metrics since the last metrics line: loss and NLL per token, and speed."""
+
+    tokens: int = 0
+    loss: float = 0.0  # summed over tokens
+    nll: float = 0.0
+    start: float = field(default_factory=time.perf_counter)
+
+    def add(self, step_metrics: dict[str, float]) -> None:
+        self.tokens += step_metrics["tokens"]
+        self.loss += step_metrics["loss"] * step_metrics["tokens"]
+        self.nll += step_metrics["nll"] * step_metrics["tokens"]
+
+    def speed(self) -> float:
+        return self.tokens / max(time.perf_counter() - self.start, 1e-9)
+
+    def summary(self) -> dict[str, float]:
+        return {"loss": self.loss / self.tokens, "nll": self.nll / self.tokens, "tokens": self.tokens,
+                "tgt_tokens_per_s": self.speed()}
+
+
 class MetricsLog:
     """Metrics appended as JSON lines to RUN_DIR/metrics.jsonl."""
 
@@ -243,21 +265,20 @@ def train(model: nn.Module, tokenizer: Tokenizer, train_data: TokenizedCorpus,
     refresh = 1.0 if sys.stderr.isatty() else 30.0  # seconds; a log file needs fewer bar lines
     with GracefulStop() as stop, tqdm(total=config.max_steps or None, initial=step, unit="step",
                                       dynamic_ncols=True, mininterval=refresh) as bar:
-        window_tokens, window_start = 0, time.perf_counter()
+        window = Window()
         while not finished():
             position, batches = next(stream)
             step += 1
             lr = learning_rate(step, d_model, config.warmup_steps, config.lr_scale)
             metrics = train_step(model, batches, optimizer, lr, config, pad, device)
-            window_tokens += metrics["tokens"]
-            speed = window_tokens / max(time.perf_counter() - window_start, 1e-9)
+            window.add(metrics)
             bar.update(1)
-            bar.set_postfix(loss=f"{metrics['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}",
+            bar.set_postfix(loss=f"{metrics['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{window.speed():,.0f}",
                             epoch=position.epoch, refresh=False)
-            if step % config.log_every == 0:
-                log.write("train", step=step, epoch=position.epoch, lr=lr, tgt_tokens_per_s=speed,
-                          elapsed_s=elapsed + time.perf_counter() - started, **metrics)
-                window_tokens, window_start = 0, time.perf_counter()
+            if every(config.log_every):
+                log.write("train", step=step, epoch=position.epoch, lr=lr,
+                          elapsed_s=elapsed + time.perf_counter() - started, **window.summary())
+                window = Window()
             if every(config.valid_every):
                 metrics["valid"] = validate()
             if every(config.bleu_every):

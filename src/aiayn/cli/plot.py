@@ -1,0 +1,31 @@
+"""`aiayn plot`: the positional-encoding matrix, or a run's training curves."""
+
+from __future__ import annotations
+
+import argparse
+
+from aiayn import visualize
+
+
+def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
+    p = commands.add_parser(name, help="plot positional encodings or training curves",
+                            description="positional-encoding: the sinusoid matrix (positions x dimensions) "
+                                        "in the paper's interleaved layout and the concatenated one. "
+                                        "training: loss, perplexity, learning rate and validation BLEU "
+                                        "against the update step, from RUN_DIR/metrics.jsonl.")
+    what = p.add_subparsers(dest="what", required=True, metavar="WHAT")
+    pe = what.add_parser("positional-encoding", help="the sinusoidal encoding matrix")
+    pe.add_argument("--d-model", type=int, default=128, help="dimensions (default: 128)")
+    pe.add_argument("--length", type=int, default=100, help="positions (default: 100)")
+    pe.add_argument("--out", default="positional-encoding.png", help="PNG file to write")
+    training = what.add_parser("training", help="a run's training curves")
+    training.add_argument("run_dir", help="a training run directory (with metrics.jsonl)")
+    training.add_argument("--out", default="training.png", help="PNG file to write")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.what == "positional-encoding":
+        print(visualize.positional_encoding_figure(args.d_model, args.length, args.out))
+    else:
+        print(visualize.training_figure(args.run_dir, args.out))
+    return 0

@@ -1,0 +1,214 @@
+"""Pictures of the model: attention weights, positional encodings, training curves.
+
+Attention weights come from `Transformer.attention_maps`: the weights the forward pass computed
+with, returned on request, never read from module state. A translation is first found by beam
+search, then run once more with teacher forcing to collect every layer's and head's weights;
+the cached step-by-step decoder computes the same weights (tests check cached = uncached).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no screen
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+
+from aiayn.config import DecodeConfig  # noqa: E402
+from aiayn.decoding.translator import translate  # noqa: E402
+from aiayn.model import Transformer  # noqa: E402
+from aiayn.model.positional import sinusoids  # noqa: E402
+from aiayn.tokenizer import Tokenizer  # noqa: E402
+
+
+@dataclass
+class AttentionView:
+    """One sentence's translation and the attention weights of every layer and head."""
+
+    translation: str
+    source: list[str]  # source pieces, then </s>
+    target_in: list[str]  # <s>, then the translation's pieces: the decoder's positions
+    target_out: list[str]  # what each decoder position predicts: the pieces, then </s>
+    # Per layer: "encoder" (H, S, S), "decoder" (H, T, T), "cross" (H, T, S).
+    maps: dict[str, list[torch.Tensor]]
+
+    def labels(self, kind: str) -> tuple[list[str], list[str]]:
+        """(query labels, key labels) of one kind of attention."""
+        return {"encoder": (self.source, self.source), "decoder": (self.target_in, self.target_in),
+                "cross": (self.target_in, self.source)}[kind]
+
+
+@torch.no_grad()
+def attention_view(model: Transformer, tokenizer: Tokenizer, sentence: str,
+                   config: DecodeConfig | None = None) -> AttentionView:
+    best = translate(model, tokenizer, [sentence], config or DecodeConfig(), progress=False)[0][0]
+    c = model.config
+    src_ids = tokenizer.encode([sentence])[0] + [c.eos_id]
+    tgt_in = [c.bos_id] + best.tokens
+    device = next(model.parameters()).device
+    src, tgt = torch.tensor([src_ids], device=device), torch.tensor([tgt_in], device=device)
+    _, maps = model.attention_maps(src, tgt)
+    kinds = {"encoder": maps.encoder, "decoder": maps.decoder, "cross": maps.cross}
+    return AttentionView(best.text, tokenizer.pieces(src_ids), tokenizer.pieces(tgt_in),
+                         tokenizer.pieces(best.tokens + [c.eos_id]),
+                         {kind: [w[0].float().cpu() for w in weights] for kind, weights in kinds.items()})
+
+
+TITLES = {"encoder": "encoder self-attention", "decoder": "decoder masked self-attention",
+          "cross": "encoder-decoder attention"}
+
+
+def attention_grid(view: AttentionView, kind: str, path: str | Path) -> Path:
+    """A PNG grid of heatmaps, one row per layer and one column per head; queries down, keys across."""
+    layers = view.maps[kind]
+    heads = layers[0].size(0)
+    queries, keys = view.labels(kind)
+    cell = max(2.0, 0.22 * max(len(queries), len(keys)))
+    fig, axes = plt.subplots(len(layers), heads, figsize=(cell * heads, cell * len(layers)), squeeze=False)
+    for layer, weights in enumerate(layers):
+        for head in range(heads):
+            ax = axes[layer][head]
+            ax.imshow(weights[head].numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+            ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=7)
+            ax.set_yticks(range(len(queries)), queries, fontsize=7)
+            ax.set_title(f"layer {layer + 1}, head {head + 1}", fontsize=9)
+    fig.suptitle(f"{TITLES[kind]}: {view.translation}", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return Path(path)
+
+
+def attention_html(view: AttentionView, path: str | Path) -> Path:
+    """One self-contained page: pick the attention, a layer and heads; hover a token to see what
+    it attends to (the weights averaged over the chosen heads)."""
+    data = {"translation": view.translation, "titles": TITLES,
+            "labels": {kind: view.labels(kind) for kind in view.maps},
+            "maps": {kind: [[[[round(x, 4) for x in row] for row in head] for head in layer.tolist()]
+                            for layer in layers] for kind, layers in view.maps.items()}}
+    page = HTML_PAGE.replace("__DATA__", json.dumps(data, ensure_ascii=False).replace("</", "<\\/"))
+    page = page.replace("__TITLE__", html.escape(view.translation))
+    Path(path).write_text(page, encoding="utf-8")
+    return Path(path)
+
+
+def positional_encoding_figure(d_model: int, length: int, path: str | Path) -> Path:
+    """The encoding matrix (positions x dimensions), interleaved as in the paper and concatenated."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharey=True)
+    for ax, layout in zip(axes, ("interleaved", "concatenated"), strict=True):
+        pe = sinusoids(torch.arange(length), d_model, layout).float().numpy()
+        image = ax.imshow(pe, cmap="RdBu", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
+        ax.set_title("interleaved: sin on even, cos on odd dims (the paper)" if layout == "interleaved"
+                     else "concatenated: [sin | cos] (tensor2tensor, fairseq, Marian)", fontsize=10)
+        ax.set_xlabel("dimension")
+    axes[0].set_ylabel("position")
+    fig.colorbar(image, ax=axes, shrink=0.8)
+    fig.suptitle(f"sinusoidal positional encoding, d_model = {d_model}, positions 0..{length - 1}")
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return Path(path)
+
+
+def training_figure(run_dir: str | Path, path: str | Path) -> Path:
+    """Loss, perplexity, learning rate and validation BLEU against the update step, from metrics.jsonl."""
+    records = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
+    series = {kind: [r for r in records if r["kind"] == kind] for kind in ("train", "valid", "bleu")}
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    (loss, ppl), (lr, bleu) = axes
+    for kind, style in (("train", "-"), ("valid", "o-")):
+        steps = [r["step"] for r in series[kind]]
+        loss.plot(steps, [r["loss"] for r in series[kind]], style, label=f"{kind} (label-smoothed)")
+        ppl.plot(steps, [math.exp(min(r["nll"], 50)) for r in series[kind]], style, label=kind)
+    lr.plot([r["step"] for r in series["train"]], [r["lr"] for r in series["train"]])
+    bleu.plot([r["step"] for r in series["bleu"]], [r["bleu"] for r in series["bleu"]], "o-")
+    if not series["bleu"]:
+        bleu.text(0.5, 0.5, "no validation BLEU in this run\n(train with --bleu-every N)",
+                  ha="center", va="center", transform=bleu.transAxes)
+    for ax, title in ((loss, "loss"), (ppl, "perplexity"), (lr, "learning rate"), (bleu, "validation BLEU")):
+        ax.set_title(title)
+        ax.set_xlabel("update")
+        ax.grid(alpha=0.3)
+    ppl.set_yscale("log")
+    loss.legend()
+    ppl.legend()
+    fig.suptitle(str(run_dir))
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return Path(path)
+
+
+HTML_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>attention: __TITLE__</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+.tokens span { display: inline-block; padding: 3px 5px; margin: 2px; border-radius: 4px;
+               border: 1px solid #ccc; cursor: default; }
+.tokens span.query { outline: 2px solid #d33; }
+label { margin-right: 1em; }
+#heads label { margin-right: 0.5em; }
+.row { margin: 0.8em 0; }
+.caption { color: #666; font-size: 0.9em; }
+</style></head><body>
+<h2>Attention</h2>
+<p class="caption">Translation: <b id="translation"></b></p>
+<div class="row">attention: <select id="kind"></select> layer: <select id="layer"></select>
+ heads: <span id="heads"></span></div>
+<p class="caption">Hover a query token (top); the key tokens (bottom) are shaded by the weight it gives
+them, averaged over the chosen heads.</p>
+<div class="row">queries: <div class="tokens" id="queries"></div></div>
+<div class="row">keys: <div class="tokens" id="keys"></div></div>
+<script>
+const DATA = __DATA__;
+const $ = (id) => document.getElementById(id);
+$("translation").textContent = DATA.translation;
+for (const kind of Object.keys(DATA.maps)) $("kind").add(new Option(DATA.titles[kind], kind));
+function setup() {
+  const layers = DATA.maps[$("kind").value];
+  $("layer").innerHTML = "";
+  layers.forEach((_, i) => $("layer").add(new Option(String(i + 1), i)));
+  $("heads").innerHTML = "";
+  layers[0].forEach((_, h) => {
+    const box = document.createElement("label");
+    box.innerHTML = `<input type="checkbox" value="${h}" checked> ${h + 1}`;
+    $("heads").appendChild(box);
+  });
+  draw(null);
+}
+function tokens(el, labels, onHover) {
+  el.innerHTML = "";
+  labels.forEach((text, i) => {
+    const span = document.createElement("span");
+    span.textContent = text;
+    if (onHover) { span.onmouseenter = () => onHover(i); }
+    el.appendChild(span);
+  });
+}
+function draw(query) {
+  const kind = $("kind").value, layer = DATA.maps[kind][$("layer").value];
+  const [queryLabels, keyLabels] = DATA.labels[kind];
+  const heads = [...$("heads").querySelectorAll("input:checked")].map((b) => Number(b.value));
+  tokens($("queries"), queryLabels, draw);
+  tokens($("keys"), keyLabels, null);
+  if (query === null || heads.length === 0) return;
+  $("queries").children[query].className = "query";
+  keyLabels.forEach((_, k) => {
+    const w = heads.reduce((sum, h) => sum + layer[h][query][k], 0) / heads.length;
+    const span = $("keys").children[k];
+    span.style.background = `rgba(30, 100, 220, ${w})`;
+    span.style.color = w > 0.5 ? "white" : "#222";
+    span.title = w.toFixed(3);
+  });
+}
+$("kind").onchange = setup;
+$("layer").onchange = () => draw(null);
+$("heads").onchange = () => draw(null);
+setup();
+</script></body></html>
+"""

@@ -1,0 +1,61 @@
+import json
+
+import torch
+
+from aiayn import visualize
+from aiayn.cli import main
+from aiayn.config import DecodeConfig
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_attention_view_weights_fit_the_tokens(reverse_model):
+    model, tokenizer, sources = reverse_model
+    view = visualize.attention_view(model, tokenizer, sources[0], DecodeConfig(beam_size=2))
+    assert view.translation and view.source[-1] == "</s>" and view.target_in[0] == "<s>"
+    assert len(view.target_in) == len(view.target_out)
+    for kind, layers in view.maps.items():
+        queries, keys = view.labels(kind)
+        assert len(layers) == 2
+        for weights in layers:
+            assert weights.shape == (4, len(queries), len(keys))
+            assert torch.allclose(weights.sum(-1), torch.ones(4, len(queries)), atol=1e-5)
+    for weights in view.maps["decoder"]:
+        assert (weights.triu(diagonal=1) == 0).all()
+
+
+def test_pictures_and_page_are_written(reverse_model, tmp_path):
+    model, tokenizer, sources = reverse_model
+    view = visualize.attention_view(model, tokenizer, sources[1])
+    for kind in ("encoder", "decoder", "cross"):
+        png = visualize.attention_grid(view, kind, tmp_path / f"{kind}.png").read_bytes()
+        assert png.startswith(PNG) and len(png) > 10_000
+    page = visualize.attention_html(view, tmp_path / "a.html").read_text()
+    assert page.startswith("<!doctype html>") and "__DATA__" not in page
+    data = json.loads(page.split("const DATA = ", 1)[1].split(";\n", 1)[0])
+    assert data["labels"]["cross"] == [view.target_in, view.source]
+    assert len(data["maps"]["encoder"]) == 2 and len(data["maps"]["encoder"][0]) == 4
+
+
+def test_attention_command_writes_every_picture(reverse_model, tmp_path, capsys):
+    from aiayn import checkpoint
+    from aiayn.config import DataConfig, TrainConfig
+
+    model, tokenizer, sources = reverse_model
+    ck = checkpoint.save(tmp_path / "ck", model, tokenizer, DataConfig(), TrainConfig())
+    assert main(["attention", str(ck), sources[2], "--out", str(tmp_path / "pictures")]) == 0
+    assert sorted(p.name for p in (tmp_path / "pictures").iterdir()) == [
+        "attention.html", "cross.png", "decoder.png", "encoder.png"]
+
+
+def test_positional_encoding_and_training_figures(tmp_path):
+    assert main(["plot", "positional-encoding", "--d-model", "64", "--length", "50",
+                 "--out", str(tmp_path / "pe.png")]) == 0
+    assert (tmp_path / "pe.png").read_bytes().startswith(PNG)
+    lines = [{"kind": "train", "step": s, "loss": 5 - s / 100, "nll": 4 - s / 100, "lr": 1e-4 * s}
+             for s in range(10, 110, 10)]
+    lines += [{"kind": "valid", "step": 100, "loss": 4.5, "nll": 3.5},
+              {"kind": "bleu", "step": 100, "bleu": 12.3}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert main(["plot", "training", str(tmp_path), "--out", str(tmp_path / "t.png")]) == 0
+    assert (tmp_path / "t.png").read_bytes().startswith(PNG)
