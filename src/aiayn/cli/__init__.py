@@ -6,14 +6,26 @@ import argparse
 import sys
 
 from aiayn import __version__
-from aiayn.cli import attention, average, convert, evaluate, export, info, plot, prepare, train, translate
+from aiayn.cli import (
+    attention,
+    average,
+    convert,
+    evaluate,
+    experiments,
+    export,
+    info,
+    plot,
+    prepare,
+    train,
+    translate,
+)
 from aiayn.config import ConfigError
 from aiayn.data.corpora import DataError
 from aiayn.interop import ConversionError
 
 COMMANDS = {"prepare": prepare, "train": train, "translate": translate, "evaluate": evaluate,
-            "average": average, "attention": attention, "plot": plot, "convert": convert, "export": export,
-            "info": info}
+            "average": average, "attention": attention, "plot": plot, "experiments": experiments,
+            "convert": convert, "export": export, "info": info}
 
 
 def build_parser() -> argparse.ArgumentParser:

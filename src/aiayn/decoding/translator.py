@@ -33,6 +33,8 @@ def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
            generator: torch.Generator | None = None) -> list[list[Hypothesis]]:
     """The one place that picks the search: sampling, greedy (beam 1) or beam search."""
     limits = max_output_lengths(src, model.config.pad_id, config.max_output_extra, config.max_output_len)
+    if model.config.positional == "learned":  # no position beyond the learned table: bos takes 0
+        limits = limits.clamp(max=model.config.max_positions - 1)
     if config.temperature > 0 or config.beam_size == 1:
         hyps = greedy_search(model, src, limits, config.temperature, config.top_k, generator)
         return [[h] for h in hyps]

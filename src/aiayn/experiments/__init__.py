@@ -1,0 +1,79 @@
+"""The paper's well-known claims, checked by measurement (`aiayn experiments`).
+
+Each experiment is a function `(ExperimentContext) -> Finding`: it measures, prints nothing, and
+returns its numbers as a Markdown table, optional figures, and a verdict computed from the
+numbers, never written in advance. `quick=True` shrinks every experiment to seconds for CI.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class ExperimentContext:
+    out: Path  # where figures go
+    quick: bool = False  # reduced sizes, for CI
+    training_steps: int = 1500  # updates per model for claim 9 (about 30 minutes each on 2 CPU cores)
+    run_dir: Path | None = None  # claim 9's training runs (default: out / "runs")
+
+
+@dataclass
+class Finding:
+    number: int
+    claim: str
+    method: str  # what was measured, how
+    table: str  # Markdown
+    supported: bool | None  # None: the measurement cannot decide
+    verdict: str  # one or two sentences from the numbers
+    figures: list[Path] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def markdown_table(header: list[str], rows: list[list[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(x) for x in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def experiments() -> list[Callable[[ExperimentContext], Finding]]:
+    from aiayn.experiments import attention, decoding, parameters, positions
+
+    return [attention.scaling, attention.heads, attention.symmetry, parameters.sharing,
+            parameters.embedding_scale, positions.relative, decoding.parallel_training,
+            attention.quadratic_cost, positions.learned_vs_sinusoidal, attention.additive]
+
+
+def run(context: ExperimentContext, only: set[int] | None = None,
+        progress: Callable[[str], None] = print) -> list[Finding]:
+    context.out.mkdir(parents=True, exist_ok=True)
+    findings = []
+    for number, experiment in enumerate(experiments(), start=1):
+        if only and number not in only:
+            continue
+        start = time.perf_counter()
+        finding = experiment(context)
+        finding.seconds = time.perf_counter() - start
+        progress(f"claim {number}: {_label(finding.supported)} ({finding.seconds:.0f} s) - {finding.claim}")
+        findings.append(finding)
+    return findings
+
+
+def report(findings: list[Finding], path: Path, header: str = "") -> Path:
+    """The Markdown report: each claim, how it was measured, the numbers, figures, and the verdict."""
+    parts = ["# The paper's claims, measured\n", header,
+             markdown_table(["#", "claim", "verdict", "seconds"],
+                            [[f.number, f.claim, _label(f.supported), f"{f.seconds:.0f}"] for f in findings])]
+    for f in findings:
+        parts.append(f"\n## {f.number}. {f.claim}\n\n**Method.** {f.method}\n\n{f.table}\n")
+        parts += [f"![claim {f.number}]({fig.relative_to(path.parent).as_posix()})\n" for fig in f.figures]
+        parts.append(f"**Verdict: {_label(f.supported)}.** {f.verdict}\n")
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path
+
+
+def _label(supported: bool | None) -> str:
+    return {True: "supported", False: "not supported", None: "undecided"}[supported]
