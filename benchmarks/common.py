@@ -8,11 +8,11 @@ import os
 import platform
 import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
+
+from aiayn.timing import timed_calls
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -21,26 +21,7 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 def matmul_peak_gflops(n: int = 1024, repeats: int = 10) -> float:
     """float32 GFLOP/s of torch.matmul on n x n matrices with the current threads: the peak for MFU."""
     a, b = torch.randn(n, n), torch.randn(n, n)
-    for _ in range(3):
-        a @ b
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        times.append(time.perf_counter() - start)
-    return 2 * n**3 / statistics.median(times) / 1e9
-
-
-def median_time(fn: Callable[[], object], warmup: int, repeats: int) -> float:
-    """Median wall time of fn() in seconds, after `warmup` untimed calls."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return 2 * n**3 / statistics.median(timed_calls(lambda: a @ b, repeats, warmup=3)) / 1e9
 
 
 def machine() -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import time
 
 import matplotlib
 
@@ -20,18 +19,12 @@ from aiayn.config import model_config  # noqa: E402
 from aiayn.experiments import ExperimentContext, Finding, markdown_table  # noqa: E402
 from aiayn.model.attention import MultiHeadAttention, attention  # noqa: E402
 from aiayn.model.layers import EncoderLayer  # noqa: E402
+from aiayn.timing import timed_calls  # noqa: E402
 
 
 def fastest_seconds(fn, repeats: int = 5, warmup: int = 2) -> float:
     """The fastest of `repeats` timed calls: the estimate least disturbed by other work on the machine."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return min(timed_calls(fn, repeats, warmup))
 
 
 def slope(xs: list[float], ys: list[float]) -> float:

@@ -1,0 +1,20 @@
+"""The benchmarks are scripts, not tests: CI only checks that their seconds-long smoke modes run."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.mark.parametrize("script, expect", [
+    ("train_speed.py", "| tiny |"),
+    ("decode_speed.py", "| beam 4 | ctranslate2 int8 |"),
+])
+def test_benchmark_smoke_mode_runs(script, expect):
+    done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--smoke"], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert expect in done.stdout
