@@ -70,6 +70,9 @@ def add_inference_options(parser: argparse.ArgumentParser) -> None:
                         help="pytorch: an aiayn checkpoint (or Marian directory); ctranslate2: a directory "
                              "from `aiayn export ctranslate2`, whose length penalty is the plain form "
                              "(default: pytorch)")
+    parser.add_argument("--int8", action="store_true",
+                        help="pytorch only: int8 weights in every linear map (dynamic quantization), "
+                             "for CPUs")
     parser.add_argument("--compute-type", default="default",
                         help="ctranslate2 only: default, float32, int8, ... (default: default)")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N "
@@ -113,5 +116,11 @@ def load_for_inference(args: argparse.Namespace) -> Inference:
     ck = checkpoint.load(checkpoint.resolve(args.checkpoint), device, with_state=False)
     ck.model.eval()
     where = f"pytorch on {device}, {threads} threads" if device.type == "cpu" else f"pytorch on {device}"
+    if args.int8:
+        if device.type != "cpu":
+            raise cfg.ConfigError("--int8 is for CPUs: use --device cpu")
+        from aiayn.quantize import quantize_int8
+
+        ck.model, where = quantize_int8(ck.model), where.replace("pytorch", "pytorch int8")
     return Inference(lambda lines, config: translate(ck.model, ck.tokenizer, lines, config),
                      decode, ck.model, ck.tokenizer, ck.data.src_lang, ck.data.tgt_lang, where)

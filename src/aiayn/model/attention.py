@@ -37,6 +37,26 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropo
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
 
 
+class QKVProjection(nn.Linear):
+    """W^Q, W^K and W^V of all heads as one (3D, D) linear map, rows [W^Q; W^K; W^V].
+
+    Self-attention projects queries, keys and values in one matmul (`forward`); encoder-decoder
+    attention projects queries (`q`) and keys/values (`kv`) from different inputs.
+    """
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__(d_model, 3 * d_model)
+        self.d_model = d_model
+
+    def q(self, x: Tensor) -> Tensor:
+        """(B, T, D) -> (B, T, D) queries."""
+        return F.linear(x, self.weight[: self.d_model], self.bias[: self.d_model])
+
+    def kv(self, x: Tensor) -> Tensor:
+        """(B, T, D) -> (B, T, 2D) keys and values."""
+        return F.linear(x, self.weight[self.d_model:], self.bias[self.d_model:])
+
+
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i).
 
@@ -53,7 +73,7 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
-        self.in_proj = nn.Linear(d_model, 3 * d_model)  # [W^Q; W^K; W^V]
+        self.in_proj = QKVProjection(d_model)  # [W^Q; W^K; W^V]
         self.out_proj = nn.Linear(d_model, d_model)  # W^O
         nn.init.xavier_uniform_(self.in_proj.weight)
         nn.init.zeros_(self.in_proj.bias)
@@ -72,13 +92,11 @@ class MultiHeadAttention(nn.Module):
 
     def project_q(self, x: Tensor) -> Tensor:
         """Queries only: (B, T, D) -> (B, H, T, K)."""
-        d = self.d_model
-        return self._heads(F.linear(x, self.in_proj.weight[:d], self.in_proj.bias[:d]), 1)[0]
+        return self._heads(self.in_proj.q(x), 1)[0]
 
     def project_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values of encoder-decoder attention: (B, S, D) -> k, v, each (B, H, S, K)."""
-        d = self.d_model
-        k, v = self._heads(F.linear(memory, self.in_proj.weight[d:], self.in_proj.bias[d:]), 2)
+        k, v = self._heads(self.in_proj.kv(memory), 2)
         return k, v
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,

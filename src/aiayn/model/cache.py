@@ -44,9 +44,17 @@ class KVCache:
         return self.k[:, :, :end], self.v[:, :, :end]
 
     def select(self, indices: Tensor) -> None:
-        """Keep batch rows `indices` (B',), in that order; only the filled positions are copied."""
-        self.k = _select_filled(self.k, indices, self.length)
-        self.v = _select_filled(self.v, indices, self.length)
+        """Keep batch rows `indices` (B',), in that order; only the filled positions are copied.
+
+        A reordering that keeps the batch size (every beam step) writes into the same buffers.
+        """
+        n = self.length
+        if len(indices) == self.k.size(0):
+            self.k[:, :, :n] = self.k[indices, :, :n]  # the right side is gathered first: no aliasing
+            self.v[:, :, :n] = self.v[indices, :, :n]
+        else:
+            self.k = _select_filled(self.k, indices, n)
+            self.v = _select_filled(self.v, indices, n)
 
 
 def _select_filled(buffer: Tensor, indices: Tensor, n: int) -> Tensor:

@@ -11,6 +11,7 @@ Shapes: T positions, D d_model.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -34,8 +35,18 @@ def sinusoids(positions: Tensor, d_model: int, layout: str = "interleaved") -> T
     raise ValueError(f"unknown positional-encoding layout {layout!r}")
 
 
+@functools.lru_cache(maxsize=16)
+def _table(n: int, d_model: int, layout: str, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """sinusoids(0 .. n-1), memoised: a pure function of its arguments, never modified (read only)."""
+    return sinusoids(torch.arange(n, device=device), d_model, layout).to(dtype)
+
+
 class SinusoidalPositionalEncoding(nn.Module):
-    """Fixed sinusoids; no parameters and nothing saved."""
+    """Fixed sinusoids; no parameters and nothing saved.
+
+    Tables are memoised by length, rounded up to a power of two, so a decoding step costs a slice
+    rather than fresh sines and cosines; a longer sequence gets a longer table.
+    """
 
     def __init__(self, d_model: int, layout: str = "interleaved") -> None:
         super().__init__()
@@ -44,8 +55,9 @@ class SinusoidalPositionalEncoding(nn.Module):
     def forward(self, length: int, offset: int = 0, dtype: torch.dtype = torch.float32,
                 device: torch.device | None = None) -> Tensor:
         """Encodings of positions offset .. offset+length-1 -> (T, D)."""
-        positions = torch.arange(offset, offset + length, device=device)
-        return sinusoids(positions, self.d_model, self.layout).to(dtype)
+        n = 1 << max(6, (offset + length - 1).bit_length())  # a power of two >= offset + length
+        device = torch.device(device) if device is not None else torch.device("cpu")
+        return _table(n, self.d_model, self.layout, dtype, device)[offset:offset + length]
 
 
 class LearnedPositionalEmbedding(nn.Module):
