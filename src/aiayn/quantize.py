@@ -51,7 +51,7 @@ def quantize_int8(model: Transformer) -> Transformer:
     """A copy of `model` for CPU translation with int8 weights in every linear map."""
     model = copy.deepcopy(model).cpu().eval()
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*quantize.*deprecated")
+        warnings.filterwarnings("ignore", message=r".*quantiz.*deprecated")
         for module in list(model.modules()):
             for name, child in module.named_children():
                 if isinstance(child, QKVProjection):
