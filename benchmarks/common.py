@@ -24,6 +24,38 @@ def matmul_peak_gflops(n: int = 1024, repeats: int = 10) -> float:
     return 2 * n**3 / statistics.median(timed_calls(lambda: a @ b, repeats, warmup=3)) / 1e9
 
 
+class PeakMemory:
+    """Peak resident memory of this process inside a `with` block, in MiB (Linux; None elsewhere).
+
+    Resets the kernel's high-water mark (VmHWM) on entry, so each block is measured on its own;
+    `start` is the resident memory on entry (model, data, what earlier blocks left cached).
+    """
+
+    start: float | None = None
+    peak: float | None = None
+
+    def __enter__(self) -> PeakMemory:
+        try:
+            Path("/proc/self/clear_refs").write_text("5")  # 5: reset the peak RSS
+            self.start = _status_mib("VmRSS")
+        except OSError:
+            self.start = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.peak = _status_mib("VmHWM") if self.start is not None else None
+
+    def __str__(self) -> str:
+        return "n/a" if self.peak is None else f"{self.peak:,.0f} MiB (+{self.peak - self.start:,.0f})"
+
+
+def _status_mib(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024  # kB
+    raise OSError(f"no {field} in /proc/self/status")
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:

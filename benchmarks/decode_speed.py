@@ -21,12 +21,13 @@ import time
 from collections.abc import Callable
 
 import torch
-from common import data_dir, machine, matmul_peak_gflops, record  # benchmarks/common.py
+from common import PeakMemory, data_dir, machine, matmul_peak_gflops, record  # benchmarks/common.py
 
 from aiayn.config import model_config
 from aiayn.data.corpora import load_corpus
 from aiayn.decoding import beam_search, greedy_search, max_output_lengths
 from aiayn.model import Transformer
+from aiayn.quantize import quantize_int8
 from aiayn.tokenizer import Tokenizer
 
 NO_EOS = -1e4  # logit bias that makes eos (practically) impossible
@@ -48,13 +49,13 @@ def systems(model: Transformer, tokenizer: Tokenizer, new_tokens: int, beam: int
     c = model.config
     cap = new_tokens - 1  # aiayn's beam search: cap tokens, then the forced eos: new_tokens steps
     run: dict[str, Callable[[torch.Tensor], object]] = {}
-    with torch.no_grad():
+    for name, m in (("aiayn", model), ("aiayn int8", quantize_int8(model))):
         if beam == 1:
-            run["aiayn"] = lambda src: greedy_search(model, src,
-                                                     max_output_lengths(src, c.pad_id, fixed=new_tokens))
+            run[name] = lambda src, m=m: greedy_search(m, src,
+                                                       max_output_lengths(src, c.pad_id, fixed=new_tokens))
         else:
-            run["aiayn"] = lambda src: beam_search(model, src, beam, 1, 0.6, "plain",
-                                                   max_output_lengths(src, c.pad_id, fixed=cap))
+            run[name] = lambda src, m=m: beam_search(m, src, beam, 1, 0.6, "plain",
+                                                     max_output_lengths(src, c.pad_id, fixed=cap))
     if "huggingface" in include:
         from aiayn.interop.marian import to_marian
 
@@ -87,6 +88,18 @@ def systems(model: Transformer, tokenizer: Tokenizer, new_tokens: int, beam: int
 
             run[f"ctranslate2 {compute_type}"] = translate
     return run
+
+
+def decode_flops(config, batches: list[torch.Tensor], beam: int, new_tokens: int) -> float:
+    """2 x weights x the tokens they process: the encoder and the cross-attention keys and values
+    once per source token, every decoder layer and the output projection once per output token of
+    every beam. Attention scores are left out (small at these lengths)."""
+    d, f, v = config.d_model, config.d_ff, config.vocab_size
+    encoder, cross_kv = (4 * d * d + 2 * d * f) * config.n_encoder_layers, 2 * d * d * config.n_decoder_layers
+    per_source_token = 2 * (encoder + cross_kv)
+    per_output_token = 2 * ((6 * d * d + 2 * d * f) * config.n_decoder_layers + v * d)
+    return sum(per_source_token * src.numel() + per_output_token * src.size(0) * beam * new_tokens
+               for src in batches)
 
 
 def main() -> None:
@@ -127,19 +140,30 @@ def main() -> None:
     peak = matmul_peak_gflops()
     print(f"{machine()}\nfloat32 matmul peak: {peak:.0f} GFLOP/s; {len(lines)} sentences in batches of "
           f"{args.batch_size}, {new_tokens} new tokens each")
-    rows = ["| search | system | output tokens/s | aiayn's speed relative to it |", "|---|---|---|---|"]
+    rows = ["| search | system | output tokens/s | model GFLOP/s (share of peak) | aiayn float32 speed "
+            "relative to it | aiayn int8 relative to it | peak memory |", "|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as workdir:
         for beam in (1, 4):
             run = systems(model, tokenizer, new_tokens, beam, workdir, set(args.systems))
-            speed = {name: args.batch_size * new_tokens / statistics.median(batch_times(fn, batches))
-                     for name, fn in run.items()}
+            gflop = decode_flops(model.config, batches, beam, new_tokens) / 1e9
+            speed, memory = {}, {}
+            for name, fn in run.items():
+                with PeakMemory() as memory[name]:
+                    seconds = statistics.median(batch_times(fn, batches))
+                speed[name] = args.batch_size * new_tokens / seconds
             search = "greedy" if beam == 1 else f"beam {beam}"
             for name, tokens_per_s in speed.items():
-                ratio = "" if name == "aiayn" else f"{speed['aiayn'] / tokens_per_s:.2f}x"
-                rows.append(f"| {search} | {name} | {tokens_per_s:,.0f} | {ratio} |")
+                flops = gflop * tokens_per_s / (len(lines) * new_tokens)  # GFLOP/s
+                relative = [f"{speed[ours] / tokens_per_s:.2f}x" if ours != name else ""
+                            for ours in ("aiayn", "aiayn int8")]
+                rows.append(f"| {search} | {name} | {tokens_per_s:,.0f} | {flops:.1f} ({flops / peak:.0%}) | "
+                            f"{relative[0]} | {relative[1]} | {memory[name]} |")
                 print(rows[-1])
     if args.record and not args.smoke:
-        record(f"Decoding speed ({preset}): aiayn vs HuggingFace and CTranslate2", "\n".join(rows))
+        record(f"Decoding speed ({preset}): aiayn vs HuggingFace and CTranslate2", "\n".join(rows),
+               f"Matmul peak measured in the same run: {peak:.0f} GFLOP/s (float32, 1024^3). Peak memory: "
+               "the process's peak resident memory while the system ran, reset before each (in brackets: "
+               "the growth over the memory held when it began).")
 
 
 if __name__ == "__main__":

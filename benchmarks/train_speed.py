@@ -19,7 +19,7 @@ import time
 
 import torch
 import torch.nn.functional as F
-from common import data_dir, machine, matmul_peak_gflops, record  # benchmarks/common.py
+from common import PeakMemory, data_dir, machine, matmul_peak_gflops, record  # benchmarks/common.py
 from torch import nn
 
 from aiayn.config import DataConfig, TrainConfig, model_config
@@ -99,6 +99,11 @@ def compare(preset: str, batches, vocab_size: int, rounds: int, warmup: int, pea
             speeds[name].append(tokens / (time.perf_counter() - start))
     flops_per_token = model_flops(config, batches) / tokens
     result = {"preset": preset, "parameters": sum(p.numel() for p in ours.parameters())}
+    for name, run in (("aiayn", run_ours), ("reference", run_reference)):  # one more pass each
+        with PeakMemory() as memory:
+            for b in batches:
+                run(b)
+        result[f"{name}_memory"] = memory
     for name, values in speeds.items():
         result[name] = statistics.median(values)
         result[f"{name}_mfu"] = result[name] * flops_per_token / (peak * 1e9)
@@ -128,17 +133,20 @@ def main() -> None:
     print(f"{machine()}\nfloat32 matmul peak: {peak:.0f} GFLOP/s; {len(batches)} batches of "
           f"{statistics.mean(b.n_tgt_tokens for b in batches):,.0f} target tokens")
     rows = ["| preset | parameters | aiayn tgt tok/s | reference tgt tok/s | ratio | aiayn MFU "
-            "| reference MFU |", "|---|---|---|---|---|---|---|"]
+            "| reference MFU | aiayn peak memory | reference peak memory |", "|---" * 9 + "|"]
     for preset in presets:
         r = compare(preset, batches, tokenizer.vocab_size, 1 if args.smoke else args.rounds,
                     1 if args.smoke else 2, peak)
         row = (f"| {preset} | {r['parameters'] / 1e6:.2f}M | {r['aiayn']:,.0f} | {r['reference']:,.0f} | "
-               f"{r['ratio']:.2f}x | {r['aiayn_mfu']:.0%} | {r['reference_mfu']:.0%} |")
+               f"{r['ratio']:.2f}x | {r['aiayn_mfu']:.0%} | {r['reference_mfu']:.0%} | {r['aiayn_memory']} | "
+               f"{r['reference_memory']} |")
         rows.append(row)
         print(row)
     if args.record and not args.smoke:
         record("Training speed: aiayn vs embeddings + torch.nn.Transformer", "\n".join(rows),
-               f"Matmul peak measured in the same run: {peak:.0f} GFLOP/s (float32, 1024^3).")
+               f"Matmul peak measured in the same run: {peak:.0f} GFLOP/s (float32, 1024^3). Peak memory: "
+               "the process's peak resident memory during one more pass over the batches, reset before each "
+               "system (in brackets: the growth over the memory held when the pass began).")
 
 
 if __name__ == "__main__":

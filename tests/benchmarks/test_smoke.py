@@ -11,7 +11,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 @pytest.mark.parametrize("script, expect", [
     ("train_speed.py", "| tiny |"),
-    ("decode_speed.py", "| beam 4 | ctranslate2 int8 |"),
+    ("decode_speed.py", "| beam 4 | aiayn int8 |"),
 ])
 def test_benchmark_smoke_mode_runs(script, expect):
     done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--smoke"], capture_output=True,
