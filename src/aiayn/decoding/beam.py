@@ -60,9 +60,10 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
     only_eos = torch.full((c.vocab_size,), NEG_INF, device=device)  # added at the length limit
     only_eos[c.eos_id] = 0.0
 
-    memory = model.encode(src).repeat_interleave(k, dim=0)  # (B*K, S, D)
-    src = src.repeat_interleave(k, dim=0)  # (B*K, S)
-    cache = model.init_cache(memory, capacity=min(width, 256))
+    cache = model.init_cache(model.encode(src), capacity=min(width, 256))  # encoder, cross K/V: once
+    beams_of = torch.arange(n, device=device).repeat_interleave(k)  # (B*K,): row -> its sentence
+    cache.select(beams_of)  # the K beams of a sentence share its cross-attention keys and values
+    src = src[beams_of]  # (B*K, S)
     active = torch.arange(n, device=device)  # sentences still searching
     scores = torch.full((n, k), NEG_INF, device=device)
     scores[:, 0] = 0.0  # the K beams start equal: expand only the first
@@ -74,7 +75,8 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
         log_probs = next_log_probs(model, tokens[:, :, -1].reshape(b * k), src, cache)  # (B*K, V)
         log_probs = log_probs.view(b, k, -1)  # (B, K, V)
         at_limit = step >= max_lengths[active]  # (B,): max_lengths tokens made, eos must follow
-        log_probs[at_limit] += only_eos
+        if at_limit.any():
+            log_probs[at_limit] += only_eos
         cand_scores, cand_beams, cand_tokens = beam_step(log_probs, scores)  # (B, 2K)
 
         # Candidates ending in eos among the first K ranks are finished.
