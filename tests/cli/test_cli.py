@@ -101,6 +101,16 @@ def test_translate_reads_stdin_and_keeps_empty_lines(trained_run, capsys, monkey
     assert [lines[0], lines[2]] == from_arguments and lines[1] == ""
 
 
+def test_options_may_come_between_the_checkpoint_and_the_sentences(trained_run, capsys):
+    assert main(["translate", str(trained_run), "--beam-size", "1", "a b c", "d e f g"]) == 0
+    intermixed = capsys.readouterr().out
+    assert main(["translate", str(trained_run), "a b c", "d e f g", "--beam-size", "1"]) == 0
+    assert intermixed == capsys.readouterr().out and len(intermixed.splitlines()) == 2
+    with pytest.raises(SystemExit):
+        main(["translate", str(trained_run), "--beam-size", "1", "a b c", "--no-such-option"])
+    assert "unrecognized arguments: --no-such-option" in capsys.readouterr().err
+
+
 def test_translate_nbest_writes_the_moses_format_best_first(trained_run, capsys):
     assert main(["translate", str(trained_run), "a b c", "q r", "--beam-size", "3", "--nbest", "3"]) == 0
     rows = [line.split(" ||| ") for line in capsys.readouterr().out.splitlines()]

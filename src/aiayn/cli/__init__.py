@@ -38,8 +38,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line; options may also come between a command's positional arguments,
+    as in `aiayn translate CKPT --beam-size 1 "A sentence."`."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if not extra:
+        return args
+    argv = sys.argv[1:] if argv is None else argv
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    try:
+        command_args = commands.choices[args.command].parse_intermixed_args(
+            argv[argv.index(args.command) + 1:])
+    except TypeError:  # a command with subcommands of its own cannot intermix: report as usual
+        return parser.parse_args(argv)
+    command_args.command = args.command
+    return command_args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     try:
         return COMMANDS[args.command].run(args) or 0
     except (ConfigError, DataError, ConversionError, FileNotFoundError, ImportError) as e:
