@@ -24,6 +24,7 @@ import torch
 from common import PeakMemory, data_dir, machine, matmul_peak_gflops, record  # benchmarks/common.py
 
 from aiayn.config import model_config
+from aiayn.data.batching import pad
 from aiayn.data.corpora import load_corpus
 from aiayn.decoding import beam_search, greedy_search, max_output_lengths
 from aiayn.model import Transformer
@@ -125,13 +126,8 @@ def main() -> None:
         lines = load_corpus("multi30k:test_2016_flickr", "en", "de").source
     lines = lines[:sentences]
     ids = [s + [tokenizer.eos_id] for s in tokenizer.encode(lines)]
-    batches = []
-    for start in range(0, len(ids), args.batch_size):
-        rows = ids[start:start + args.batch_size]
-        src = torch.full((len(rows), max(map(len, rows))), tokenizer.pad_id)
-        for r, row in enumerate(rows):
-            src[r, : len(row)] = torch.tensor(row)
-        batches.append(src)
+    batches = [pad(ids[start:start + args.batch_size], tokenizer.pad_id)
+               for start in range(0, len(ids), args.batch_size)]
 
     torch.manual_seed(0)
     model = Transformer(model_config(preset, vocab_size=tokenizer.vocab_size, output_bias=True)).eval()

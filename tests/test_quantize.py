@@ -2,6 +2,7 @@ import warnings
 
 import torch
 
+from aiayn.data.batching import pad
 from aiayn.decoding import greedy_search
 from aiayn.quantize import quantize_int8
 
@@ -12,10 +13,7 @@ def test_int8_model_translates_like_the_float_model(reverse_model):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # PyTorch's deprecation notices stay inside quantize_int8
         int8 = quantize_int8(model)
-    rows = [s + [tokenizer.eos_id] for s in tokenizer.encode(sources[:100])]
-    src = torch.full((100, max(map(len, rows))), tokenizer.pad_id)
-    for r, row in enumerate(rows):
-        src[r, : len(row)] = torch.tensor(row)
+    src = pad([s + [tokenizer.eos_id] for s in tokenizer.encode(sources[:100])], tokenizer.pad_id)
     tgt = torch.full((100, 1), tokenizer.bos_id)
     with torch.no_grad():
         float_logits, int8_logits = model(src, tgt), int8(src, tgt)

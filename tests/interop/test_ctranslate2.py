@@ -7,6 +7,7 @@ pytest.importorskip("ctranslate2")
 
 from aiayn.cli import main  # noqa: E402
 from aiayn.config import DecodeConfig  # noqa: E402
+from aiayn.data.batching import pad  # noqa: E402
 from aiayn.decoding import greedy_search, max_output_lengths  # noqa: E402
 from aiayn.interop.ctranslate2 import CTranslate2Translator, export  # noqa: E402
 from tests.conftest import tiny_model  # noqa: E402
@@ -21,11 +22,7 @@ def exported(reverse_model, tmp_path_factory):
 
 
 def padded(ids, pad_id, eos_id):
-    rows = [s + [eos_id] for s in ids]
-    src = torch.full((len(rows), max(map(len, rows))), pad_id)
-    for r, row in enumerate(rows):
-        src[r, : len(row)] = torch.tensor(row)
-    return src
+    return pad([s + [eos_id] for s in ids], pad_id)
 
 
 def test_greedy_output_equals_aiayn_token_for_token_on_200_sentences(exported, reverse_model):

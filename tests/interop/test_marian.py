@@ -8,6 +8,7 @@ transformers = pytest.importorskip("transformers")
 
 from aiayn import checkpoint  # noqa: E402
 from aiayn.cli import main  # noqa: E402
+from aiayn.data.batching import pad  # noqa: E402
 from aiayn.decoding import beam_search, greedy_search, max_output_lengths  # noqa: E402
 from aiayn.interop.marian import (  # noqa: E402
     concatenated_layout,
@@ -110,11 +111,7 @@ def exported(reverse_model, tmp_path_factory):
     """The trained reverse model saved as a Marian directory, and 100 padded source sentences."""
     model, tokenizer, sources = reverse_model
     out = save_marian(model, tokenizer, tmp_path_factory.mktemp("marian"), "xx", "yy")
-    rows = [ids + [tokenizer.eos_id] for ids in tokenizer.encode(sources[:100])]
-    src = torch.full((100, max(map(len, rows))), tokenizer.pad_id)
-    for r, row in enumerate(rows):
-        src[r, : len(row)] = torch.tensor(row)
-    return out, src
+    return out, pad([ids + [tokenizer.eos_id] for ids in tokenizer.encode(sources[:100])], tokenizer.pad_id)
 
 
 @pytest.mark.parametrize("direction", ["aiayn", "from-marian"])

@@ -104,13 +104,14 @@ def collate(indices: np.ndarray, corpus: TokenizedCorpus, pad_id: int, bos_id: i
     """Pad the pairs `indices` into one batch."""
     sources = [corpus.source[i] + [eos_id] for i in indices]
     targets = [corpus.target[i] for i in indices]
-    src = _pad(sources, pad_id)
-    tgt_in = _pad([[bos_id] + t for t in targets], pad_id)
-    tgt_out = _pad([t + [eos_id] for t in targets], pad_id)
+    src = pad(sources, pad_id)
+    tgt_in = pad([[bos_id] + t for t in targets], pad_id)
+    tgt_out = pad([t + [eos_id] for t in targets], pad_id)
     return Batch(src, tgt_in, tgt_out, sum(len(t) + 1 for t in targets))
 
 
-def _pad(rows: list[list[int]], pad_id: int) -> Tensor:
+def pad(rows: list[list[int]], pad_id: int) -> Tensor:
+    """Token id rows of different lengths -> one (B, max length) tensor, padded on the right."""
     out = np.full((len(rows), max(map(len, rows))), pad_id, dtype=np.int64)  # (B, max length)
     for r, row in enumerate(rows):
         out[r, : len(row)] = row

@@ -14,6 +14,7 @@ import torch
 from tqdm import tqdm
 
 from aiayn.config import DecodeConfig
+from aiayn.data.batching import pad
 from aiayn.decoding.beam import beam_search
 from aiayn.decoding.greedy import greedy_search
 from aiayn.decoding.steps import Hypothesis, max_output_lengths
@@ -74,7 +75,7 @@ def translate_ids(model: Transformer, tokenizer: Tokenizer, ids: list[list[int]]
     with tqdm(total=sum(1 for s in ids if s), desc="translating", unit="sent", leave=False,
               disable=not progress or len(ids) < 100) as bar:
         for batch in batches([len(s) for s in ids], config):
-            src = _pad([ids[i] + [tokenizer.eos_id] for i in batch], tokenizer.pad_id).to(device)
+            src = pad([ids[i] + [tokenizer.eos_id] for i in batch], tokenizer.pad_id).to(device)
             for i, hyps in zip(batch, search(model, src, config, generator), strict=True):
                 results[i] = [Translation(tokenizer.decode(h.tokens), h.score, h.log_prob, h.tokens)
                               for h in hyps]
@@ -83,8 +84,3 @@ def translate_ids(model: Transformer, tokenizer: Tokenizer, ids: list[list[int]]
     return results
 
 
-def _pad(rows: list[list[int]], pad_id: int) -> torch.Tensor:
-    src = torch.full((len(rows), max(map(len, rows))), pad_id, dtype=torch.long)  # (B, S)
-    for r, row in enumerate(rows):
-        src[r, : len(row)] = torch.tensor(row)
-    return src
