@@ -54,7 +54,8 @@ class Reference(nn.Module):
         return h @ self.embed.weight.T
 
 
-def reference_step(model: Reference, batch, optimizer: torch.optim.Optimizer) -> None:
+def reference_step(model: Reference, batch, optimizer: torch.optim.Optimizer) -> torch.Tensor:
+    """One update; returns the loss per target token (detached)."""
     model.train()
     logits = model(batch.src, batch.tgt_in)
     loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=model.pad_id,
@@ -62,6 +63,7 @@ def reference_step(model: Reference, batch, optimizer: torch.optim.Optimizer) ->
     loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
+    return loss.detach()
 
 
 def model_flops(config, batches) -> float:
