@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from aiayn.timing import timed_calls
+from aiayn.timing import cpu_name, timed_calls
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -57,15 +57,7 @@ def _status_mib(field: str) -> float:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (f"{cpu}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads; "
+    return (f"{cpu_name()}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads; "
             f"Python {platform.python_version()}, torch {torch.__version__}")
 
 

@@ -15,3 +15,18 @@ def test_all_experiments_run_quickly_and_write_the_report(tmp_path, capsys):
     printed = capsys.readouterr().out
     for claim in (1, 3, 4, 5, 6, 7):  # exact or seeded statistics: no machine noise
         assert f"claim {claim}: supported" in printed
+
+
+def test_a_claim_rerun_alone_updates_the_report_and_keeps_the_others(tmp_path, capsys):
+    from aiayn import experiments
+
+    kept = experiments.Finding(3, "an earlier claim", "method", "| a |\n|---|\n| 1 |", True, "kept")
+    experiments.save(kept, tmp_path, quick=True)
+    experiments.save(experiments.Finding(4, "a full-size finding", "m", "", True, "not quick"),
+                     tmp_path, quick=False)
+    assert main(["experiments", "--quick", "--only", "5", "--out", str(tmp_path)]) == 0
+    report = (tmp_path / "experiments.md").read_text()
+    assert "## 3. an earlier claim" in report and "**Verdict: supported.** kept" in report
+    assert "\n## 5. " in report and report.count("**Verdict: ") == 2  # not the full-size claim 4
+    assert "claim 5: supported" in capsys.readouterr().out
+    assert (tmp_path / "findings" / "claim5.json").exists()

@@ -1,9 +1,12 @@
-"""Timing for benchmarks and experiments: repeated calls after untimed warm-up calls."""
+"""Timing for benchmarks and experiments: repeated calls after untimed warm-up calls, and the CPU
+the times were taken on."""
 
 from __future__ import annotations
 
+import platform
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 def timed_calls(fn: Callable[[], object], repeats: int = 5, warmup: int = 2) -> list[float]:
@@ -17,3 +20,14 @@ def timed_calls(fn: Callable[[], object], repeats: int = 5, warmup: int = 2) -> 
         fn()
         times.append(time.perf_counter() - start)
     return times
+
+
+def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo (platform's guess where that cannot be read)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

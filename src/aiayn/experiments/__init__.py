@@ -3,10 +3,16 @@
 Each experiment is a function `(ExperimentContext) -> Finding`: it measures, prints nothing, and
 returns its numbers as a Markdown table, optional figures, and a verdict computed from the
 numbers, never written in advance. `quick=True` shrinks every experiment to seconds for CI.
+
+Each finding is saved to OUT/findings/claimN.json as soon as it is measured, and the report is
+built from every finding saved there: the long claim 9 can run on its own (`--only 9`) and a
+crash loses only the claim being measured.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +55,7 @@ def experiments() -> list[Callable[[ExperimentContext], Finding]]:
 
 def run(context: ExperimentContext, only: set[int] | None = None,
         progress: Callable[[str], None] = print) -> list[Finding]:
+    """Measure the claims (all, or those in `only`), saving each finding as soon as it is measured."""
     context.out.mkdir(parents=True, exist_ok=True)
     findings = []
     for number, experiment in enumerate(experiments(), start=1):
@@ -57,9 +64,31 @@ def run(context: ExperimentContext, only: set[int] | None = None,
         start = time.perf_counter()
         finding = experiment(context)
         finding.seconds = time.perf_counter() - start
+        save(finding, context.out, context.quick)
         progress(f"claim {number}: {_label(finding.supported)} ({finding.seconds:.0f} s) - {finding.claim}")
         findings.append(finding)
     return findings
+
+
+def save(finding: Finding, out: Path, quick: bool) -> Path:
+    """OUT/findings/claimN.json; figure paths relative to OUT."""
+    path = out / "findings" / f"claim{finding.number}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = dataclasses.asdict(finding) | {
+        "figures": [Path(f).relative_to(out).as_posix() for f in finding.figures], "quick": quick}
+    path.write_text(json.dumps(record, indent=1), encoding="utf-8")
+    return path
+
+
+def saved(out: Path, quick: bool) -> list[Finding]:
+    """Every finding saved under OUT by runs of the same kind (quick or full), in claim order."""
+    findings = []
+    for path in (out / "findings").glob("claim*.json"):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if record.pop("quick") == quick:
+            record["figures"] = [out / f for f in record["figures"]]
+            findings.append(Finding(**record))
+    return sorted(findings, key=lambda f: f.number)
 
 
 def report(findings: list[Finding], path: Path, header: str = "") -> Path:
