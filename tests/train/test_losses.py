@@ -1,9 +1,10 @@
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
-from aiayn.train.losses import label_smoothed_nll
+from aiayn.train.losses import label_smoothed_nll, output_layer_nll
 
 
 def test_label_smoothed_loss_equals_hand_computed_value():
@@ -31,3 +32,36 @@ def test_epsilon_zero_is_plain_negative_log_likelihood():
     logits, target = torch.randn(5, 7), torch.tensor([1, 2, 3, 4, 5])
     loss, nll = label_smoothed_nll(logits, target, epsilon=0.0, ignore_index=0)
     assert torch.allclose(loss, nll)
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_chunked_output_layer_loss_and_gradients_equal_the_plain_path(with_bias):
+    g = torch.Generator().manual_seed(0)
+    n, d, v = 23, 8, 13  # 23 positions in chunks of 5: the last chunk is short
+    hidden = torch.randn(n, d, generator=g, requires_grad=True)
+    weight = torch.randn(v, d, generator=g, requires_grad=True)
+    bias = torch.randn(v, generator=g, requires_grad=True) if with_bias else None
+    target = torch.randint(0, v, (n,), generator=g)
+    target[[3, 11, 22]] = 0  # padding
+    params = [t for t in (hidden, weight, bias) if t is not None]
+
+    loss, nll = label_smoothed_nll(F.linear(hidden, weight, bias), target, epsilon=0.1, ignore_index=0)
+    (3.0 * loss).backward()
+    expected = [t.grad.clone() for t in params]
+    for t in params:
+        t.grad = None
+    fused_loss, fused_nll = output_layer_nll(hidden, weight, bias, target, 0.1, 0, chunk=5)
+    (3.0 * fused_loss).backward()
+
+    assert torch.allclose(fused_loss, loss, atol=1e-5) and torch.allclose(fused_nll, nll, atol=1e-5)
+    for t, grad in zip(params, expected, strict=True):
+        assert torch.allclose(t.grad, grad, atol=1e-5)
+    assert torch.count_nonzero(expected[0][[3, 11, 22]]) == 0  # padding rows get no gradient
+
+
+def test_chunked_output_layer_loss_without_gradients_gives_the_same_sums():
+    hidden, weight, target = torch.randn(9, 4), torch.randn(6, 4), torch.tensor([1, 2, 0, 5, 4, 3, 0, 1, 2])
+    with torch.no_grad():
+        loss, nll = output_layer_nll(hidden, weight, None, target, 0.1, 0, chunk=4)
+    ref_loss, ref_nll = label_smoothed_nll(hidden @ weight.t(), target, 0.1, 0)
+    assert torch.allclose(loss, ref_loss, atol=1e-5) and torch.allclose(nll, ref_nll, atol=1e-5)

@@ -29,8 +29,9 @@ from aiayn.config import DataConfig, DecodeConfig, TrainConfig
 from aiayn.data.batching import Batch, TokenizedCorpus, collate, make_batches
 from aiayn.decoding.translator import translate_ids
 from aiayn.evaluate import score as sacrebleu_score
+from aiayn.model import Transformer
 from aiayn.tokenizer import Tokenizer
-from aiayn.train.losses import label_smoothed_nll
+from aiayn.train.losses import output_layer_nll
 from aiayn.train.optim import learning_rate, make_optimizer, set_learning_rate
 
 
@@ -47,13 +48,16 @@ def autocast(device: torch.device) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
 
-def batch_loss(model: nn.Module, batch: Batch, label_smoothing: float, pad_id: int):
-    """Summed label-smoothed loss and NLL of one batch."""
-    logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-    return label_smoothed_nll(logits.flatten(0, 1), batch.tgt_out.flatten(), label_smoothing, pad_id)
+def batch_loss(model: Transformer, batch: Batch, label_smoothing: float, pad_id: int):
+    """Summed label-smoothed loss and NLL of one batch: teacher-forced decoder output, then the
+    output layer and loss together, in chunks (no (B, T, V) logits tensor)."""
+    hidden = model.decode(batch.tgt_in, model.encode(batch.src), batch.src)  # (B, T, D)
+    proj = model.output_proj
+    return output_layer_nll(hidden.flatten(0, 1), proj.weight, proj.bias, batch.tgt_out.flatten(),
+                            label_smoothing, pad_id)
 
 
-def train_step(model: nn.Module, batches: list[Batch], optimizer: torch.optim.Optimizer, lr: float,
+def train_step(model: Transformer, batches: list[Batch], optimizer: torch.optim.Optimizer, lr: float,
                config: TrainConfig, pad_id: int, device: torch.device) -> dict[str, float]:
     """One update from one or more batches (gradient accumulation), normalised per target token."""
     model.train()
@@ -75,7 +79,7 @@ def train_step(model: nn.Module, batches: list[Batch], optimizer: torch.optim.Op
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, batches: list[Batch], label_smoothing: float, pad_id: int,
+def evaluate(model: Transformer, batches: list[Batch], label_smoothing: float, pad_id: int,
              device: torch.device) -> dict[str, float]:
     """Loss, NLL and perplexity per target token over `batches`, without dropout."""
     model.eval()
@@ -190,7 +194,7 @@ class GracefulStop:
             signal.signal(s, handler)
 
 
-def train(model: nn.Module, tokenizer: Tokenizer, train_data: TokenizedCorpus,
+def train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus,
           valid_data: TokenizedCorpus | None, data: DataConfig, config: TrainConfig,
           run_dir: str | Path, state: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train until a limit in `config` is reached; resume from `state` when given.

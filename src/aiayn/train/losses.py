@@ -10,6 +10,7 @@ Padding positions contribute nothing. Shapes: N target positions, V vocabulary.
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -26,3 +27,72 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float, ignore_in
     smooth = -log_probs.mean(dim=-1)  # (N,) = 1/V * sum_v -log p(v)
     loss = (1.0 - epsilon) * nll + epsilon * smooth
     return loss[keep].sum(), nll[keep].sum()
+
+
+def output_layer_nll(hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
+                     epsilon: float, ignore_index: int, chunk: int = 256) -> tuple[Tensor, Tensor]:
+    """The final linear layer and `label_smoothed_nll` in one, `chunk` positions at a time.
+
+    (N, D) decoder output, (V, D) weight, (V,) bias or None, (N,) target ids -> the same two sums
+    as `label_smoothed_nll(F.linear(hidden, weight, bias), ...)`, but the (N, V) logits never
+    exist at once: each chunk's logits are made, turned into the loss and, when gradients are
+    wanted, straight into the gradients of hidden, weight and bias, then dropped. The chunk's
+    scores stay in the CPU cache while they are read again, and memory no longer grows with N x V.
+    """
+    hidden = hidden.to(weight.dtype)  # autocast may have made it lower precision
+    with torch.autocast(hidden.device.type, enabled=False):  # computed in the weight's precision
+        if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (hidden, weight, bias)):
+            return _OutputLayerNLL.apply(hidden, weight, bias, target, epsilon, ignore_index, chunk)
+        return _output_layer_nll(hidden, weight, bias, target, epsilon, ignore_index, chunk, None)
+
+
+def _output_layer_nll(hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, epsilon: float,
+                      ignore_index: int, chunk: int, grads: tuple[Tensor, Tensor, Tensor | None] | None,
+                      ) -> tuple[Tensor, Tensor]:
+    """The chunked loss; with `grads` = (d hidden, d weight, d bias) buffers, also the gradients of
+    the summed smoothed loss, accumulated into them: d loss / d logits = softmax - q, where q is
+    the smoothed target distribution ((1 - epsilon) on the reference token, epsilon / V on each)."""
+    n, v = target.size(0), weight.size(0)
+    loss = hidden.new_zeros((), dtype=torch.promote_types(hidden.dtype, torch.float32))
+    nll = torch.zeros_like(loss)
+    for start in range(0, n, chunk):
+        h, t = hidden[start:start + chunk], target[start:start + chunk]  # (n, D), (n,)
+        logits = F.linear(h, weight, bias)  # (n, V)
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+        keep = t != ignore_index  # (n,)
+        log_z = logits.logsumexp(dim=-1)  # (n,)
+        token_nll = log_z - logits.gather(1, t[:, None]).squeeze(1)  # -log p(y)
+        smooth = log_z - logits.mean(dim=-1)  # 1/V sum_v -log p(v)
+        loss += ((1.0 - epsilon) * token_nll + epsilon * smooth)[keep].sum()
+        nll += token_nll[keep].sum()
+        if grads is None:
+            continue
+        grad_logits = logits.sub_(log_z[:, None]).exp_().sub_(epsilon / v)  # softmax - epsilon/V, in place
+        grad_logits[torch.arange(len(t)), t] -= 1.0 - epsilon
+        grad_logits = grad_logits.mul_(keep[:, None]).to(weight.dtype)  # padding positions: no gradient
+        grad_hidden, grad_weight, grad_bias = grads
+        torch.mm(grad_logits, weight, out=grad_hidden[start:start + chunk])  # (n, D)
+        grad_weight.addmm_(grad_logits.t(), h)  # (V, D)
+        if grad_bias is not None:
+            grad_bias += grad_logits.sum(dim=0)
+    return loss, nll
+
+
+class _OutputLayerNLL(torch.autograd.Function):
+    """Gradients are computed in the forward pass, chunk by chunk (the loss is a scalar, so they
+    are only scaled in backward): no (N, V) tensor is kept for the backward pass."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, target, epsilon, ignore_index, chunk):
+        grads = (torch.empty_like(hidden), torch.zeros_like(weight),
+                 torch.zeros_like(bias) if bias is not None else None)
+        loss, nll = _output_layer_nll(hidden, weight, bias, target, epsilon, ignore_index, chunk, grads)
+        ctx.save_for_backward(*(g for g in grads if g is not None))
+        ctx.mark_non_differentiable(nll)  # a figure to report; training follows the smoothed loss
+        return loss, nll
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_nll):
+        grad_hidden, grad_weight, *grad_bias = ctx.saved_tensors
+        scaled = [g * grad_loss for g in (grad_hidden, grad_weight, *grad_bias)]
+        return scaled[0], scaled[1], scaled[2] if grad_bias else None, None, None, None, None
