@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from aiayn.model.dropout import Dropout
+
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}
 
 
@@ -17,7 +19,7 @@ class FeedForward(nn.Module):
         self.w1 = nn.Linear(d_model, d_ff)
         self.w2 = nn.Linear(d_ff, d_model)
         self.activation = ACTIVATIONS[activation]
-        self.dropout = nn.Dropout(dropout)  # after the activation
+        self.dropout = Dropout(dropout)  # after the activation
         for linear in (self.w1, self.w2):
             nn.init.xavier_uniform_(linear.weight)
             nn.init.zeros_(linear.bias)

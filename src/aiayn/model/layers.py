@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from aiayn.config import ModelConfig
 from aiayn.model.attention import MultiHeadAttention
 from aiayn.model.cache import KVCache
+from aiayn.model.dropout import Dropout
 from aiayn.model.feed_forward import FeedForward
 
 
@@ -26,7 +27,7 @@ class Residual(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.dropout)  # on the sub-layer output, before the add
+        self.dropout = Dropout(config.dropout)  # on the sub-layer output, before the add
         self.pre_norm = config.norm_position == "pre"
 
     def input(self, x: Tensor) -> Tensor:

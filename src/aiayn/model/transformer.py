@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from aiayn.config import ModelConfig
 from aiayn.model.cache import DecoderCache, KVCache
+from aiayn.model.dropout import Dropout
 from aiayn.model.embedding import TokenEmbedding
 from aiayn.model.layers import DecoderLayer, EncoderLayer
 from aiayn.model.masks import causal_mask, padding_mask
@@ -84,7 +85,7 @@ class Transformer(nn.Module):
         self.positions = (SinusoidalPositionalEncoding(config.d_model, config.pe_layout)
                           if config.positional == "sinusoidal"
                           else LearnedPositionalEmbedding(config.max_positions, config.d_model))
-        self.embed_dropout = nn.Dropout(config.dropout)
+        self.embed_dropout = Dropout(config.dropout)
         self.encoder = Encoder(config)
         self.decoder = Decoder(config)
         # The pre-softmax linear layer.
