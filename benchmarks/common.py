@@ -3,6 +3,7 @@ Multi30k batches, and recording results in benchmarks/RESULTS.md."""
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import os
 import platform
@@ -12,7 +13,9 @@ from pathlib import Path
 
 import torch
 
+from aiayn.data.corpora import ParallelCorpus, load_corpus
 from aiayn.timing import cpu_name, timed_calls
+from aiayn.tokenizer import Tokenizer
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -90,3 +93,18 @@ def data_dir() -> None:
     """Point AIAYN_DATA_DIR at ../shared/data unless it is set."""
     if "AIAYN_DATA_DIR" not in os.environ and (SHARED_DATA / "multi30k").exists():
         os.environ["AIAYN_DATA_DIR"] = str(SHARED_DATA)
+
+
+def parser(doc: str) -> argparse.ArgumentParser:
+    """A benchmark's command line: its docstring as help, and the --smoke and --record options."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--smoke", action="store_true", help="tiny model, little data: checks it runs (CI)")
+    p.add_argument("--record", action="store_true", help="append the results to benchmarks/RESULTS.md")
+    return p
+
+
+def training_data(smoke: bool) -> tuple[ParallelCorpus, Tokenizer]:
+    """Multi30k en->de train with a joint 8k BPE vocabulary (smoke: a synthetic copy task, 512)."""
+    data_dir()
+    corpus = load_corpus("synthetic:copy" if smoke else "multi30k", "en", "de")
+    return corpus, Tokenizer.train(corpus.source + corpus.target, 512 if smoke else 8000)

@@ -14,14 +14,14 @@ batch time.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
 
 import torch
-from common import PeakMemory, data_dir, machine, matmul_peak_gflops, record  # benchmarks/common.py
+from common import PeakMemory, machine, matmul_peak_gflops, record, training_data  # benchmarks/common.py
+from common import parser as benchmark_parser
 
 from aiayn.config import model_config
 from aiayn.data.batching import pad
@@ -104,21 +104,16 @@ def decode_flops(config, batches: list[torch.Tensor], beam: int, new_tokens: int
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--preset", default="small", help="model preset (default: small)")
     parser.add_argument("--sentences", type=int, default=1000, help="sentences of test_2016_flickr")
     parser.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
     parser.add_argument("--new-tokens", type=int, default=32, help="output tokens per sentence")
     parser.add_argument("--systems", nargs="+", default=["huggingface", "ctranslate2"],
                         help="peers to compare with (default: huggingface ctranslate2)")
-    parser.add_argument("--smoke", action="store_true", help="tiny model, few sentences: checks it runs")
-    parser.add_argument("--record", action="store_true", help="append the results to benchmarks/RESULTS.md")
     args = parser.parse_args()
 
-    data_dir()
-    corpus = load_corpus("synthetic:copy" if args.smoke else "multi30k", "en", "de")
-    tokenizer = Tokenizer.train(corpus.source + corpus.target, 512 if args.smoke else 8000)
+    corpus, tokenizer = training_data(args.smoke)
     if args.smoke:
         preset, sentences, new_tokens, lines = "tiny", 64, 8, corpus.source
     else:

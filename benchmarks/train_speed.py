@@ -12,22 +12,20 @@ the float32 matmul peak measured here (FLOPs counted as 6 x weights x tokens the
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import time
 
 import torch
 import torch.nn.functional as F
-from common import PeakMemory, data_dir, machine, matmul_peak_gflops, record  # benchmarks/common.py
+from common import PeakMemory, machine, matmul_peak_gflops, record, training_data  # benchmarks/common.py
+from common import parser as benchmark_parser
 from torch import nn
 
 from aiayn.config import DataConfig, TrainConfig, model_config
 from aiayn.data.batching import collate, make_batches, tokenize
-from aiayn.data.corpora import load_corpus
 from aiayn.model import Transformer
 from aiayn.model.positional import sinusoids
-from aiayn.tokenizer import Tokenizer
 from aiayn.train.loop import train_step
 from aiayn.train.optim import make_optimizer
 
@@ -114,18 +112,13 @@ def compare(preset: str, batches, vocab_size: int, rounds: int, warmup: int, pea
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--presets", nargs="+", default=["small", "base"], help="model presets to compare")
     parser.add_argument("--batches", type=int, default=8, help="batches per timed round (default: 8)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per system; the median counts")
-    parser.add_argument("--smoke", action="store_true", help="tiny model, two batches: checks it runs")
-    parser.add_argument("--record", action="store_true", help="append the results to benchmarks/RESULTS.md")
     args = parser.parse_args()
 
-    data_dir()
-    corpus = load_corpus("synthetic:copy" if args.smoke else "multi30k", "en", "de")
-    tokenizer = Tokenizer.train(corpus.source + corpus.target, 512 if args.smoke else 8000)
+    corpus, tokenizer = training_data(args.smoke)
     tokenized = tokenize(corpus, tokenizer, DataConfig().max_len)
     order = make_batches(*tokenized.lengths(), 512 if args.smoke else 4096, seed=1)
     n = 2 if args.smoke else args.batches
