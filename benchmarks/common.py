@@ -8,6 +8,7 @@ import datetime
 import os
 import platform
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -49,7 +50,9 @@ class PeakMemory:
         self.peak = _status_mib("VmHWM") if self.start is not None else None
 
     def __str__(self) -> str:
-        return "n/a" if self.peak is None else f"{self.peak:,.0f} MiB (+{self.peak - self.start:,.0f})"
+        if self.peak is None:
+            return "n/a"
+        return f"{self.peak:,.0f} MiB (+{max(self.peak - self.start, 0.0):,.0f})"
 
 
 def _status_mib(field: str) -> float:
@@ -80,13 +83,26 @@ def record(title: str, table: str, notes: str = "") -> None:
     """Append one run to RESULTS.md with its command, machine, versions and date."""
     command = "python " + " ".join(sys.argv)
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    entry = (f"\n## {title} ({when})\n\n`{command}`\n\nMachine: {machine()}.\n"
+    entry = (f"\n## {title} ({when})\n\n`{command}` at commit {commit()}\n\nMachine: {machine()}.\n"
              f"Versions: {versions('aiayn', 'transformers', 'ctranslate2')}.\n\n{table}\n")
     if notes:
         entry += f"\n{notes}\n"
     with open(RESULTS, "a", encoding="utf-8") as f:
         f.write(entry)
     print(f"recorded in {RESULTS}")
+
+
+def commit() -> str:
+    """The git commit of the code measured, marked "+ changes" when the working tree differs."""
+    def git(*args: str) -> str:
+        try:
+            run = subprocess.run(["git", *args], capture_output=True, text=True, cwd=RESULTS.parent)
+        except OSError:  # no git
+            return ""
+        return run.stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + (" + changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def data_dir() -> None:
