@@ -17,8 +17,8 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
         description="Run the experiments behind ten of the paper's claims (scaled dot products, heads, "
                     "symmetry, weight sharing, embedding scale, relative positions, parallel training, "
                     "quadratic cost, learned positions, additive attention) and write OUT/experiments.md "
-                    "with tables, figures and a verdict from the numbers for each. All but claim 9 take a "
-                    "few minutes on a 2-core CPU; claim 9 trains two models (--training-steps each). "
+                    "with tables, figures and a verdict from the numbers for each. All but claim 9 take "
+                    "under a minute on a 2-core CPU; claim 9 trains two models (--training-steps each). "
                     "Each finding is kept in OUT/findings/ and the report covers every finding kept "
                     "there, so claims can be run (or rerun) separately with --only.")
     p.add_argument("--out", default="docs/experiments", help="report directory (default: docs/experiments)")
