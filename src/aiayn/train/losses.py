@@ -58,18 +58,14 @@ def _output_layer_nll(hidden: Tensor, weight: Tensor, bias: Tensor | None, targe
     for start in range(0, n, chunk):
         h, t = hidden[start:start + chunk], target[start:start + chunk]  # (n, D), (n,)
         logits = F.linear(h, weight, bias)  # (n, V)
-        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
-        keep = t != ignore_index  # (n,)
-        log_z = logits.logsumexp(dim=-1)  # (n,)
-        token_nll = log_z - logits.gather(1, t[:, None]).squeeze(1)  # -log p(y)
-        smooth = log_z - logits.mean(dim=-1)  # 1/V sum_v -log p(v)
-        loss += ((1.0 - epsilon) * token_nll + epsilon * smooth)[keep].sum()
-        nll += token_nll[keep].sum()
+        chunk_loss, chunk_nll = label_smoothed_nll(logits, t, epsilon, ignore_index)
+        loss += chunk_loss
+        nll += chunk_nll
         if grads is None:
             continue
-        grad_logits = logits.sub_(log_z[:, None]).exp_().sub_(epsilon / v)  # softmax - epsilon/V, in place
+        grad_logits = logits.float().softmax(dim=-1).sub_(epsilon / v)  # softmax - epsilon/V
         grad_logits[torch.arange(len(t)), t] -= 1.0 - epsilon
-        grad_logits = grad_logits.mul_(keep[:, None]).to(weight.dtype)  # padding positions: no gradient
+        grad_logits = grad_logits.mul_((t != ignore_index)[:, None]).to(weight.dtype)  # padding: no gradient
         grad_hidden, grad_weight, grad_bias = grads
         torch.mm(grad_logits, weight, out=grad_hidden[start:start + chunk])  # (n, D)
         grad_weight.addmm_(grad_logits.t(), h)  # (V, D)
