@@ -45,4 +45,3 @@ def run(args: argparse.Namespace) -> int:
 def _claim9_budget(findings: list[experiments.Finding]) -> str:
     nine = [f for f in findings if f.number == 9]
     return f", {nine[0].seconds / 60:.0f} min for claim 9" if nine else ""
-
