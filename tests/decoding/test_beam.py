@@ -21,7 +21,7 @@ def test_length_penalty_forms():
 def test_beam_step_keeps_the_2k_best_extensions_of_all_beams():
     log_probs = torch.log(torch.tensor([[[0.1, 0.6, 0.3], [0.5, 0.25, 0.25]]]))  # (B=1, K=2, V=3)
     scores = torch.log(torch.tensor([[0.5, 0.5]]))
-    top, beams, tokens = beam_step(log_probs, scores)
+    top, beams, tokens = beam_step(scores[:, :, None] + log_probs)
     assert beams.tolist() == [[0, 1, 0, 1]] and tokens.tolist()[0][:2] == [1, 0]
     assert torch.allclose(top.exp(), torch.tensor([[0.30, 0.25, 0.15, 0.125]]))
 
@@ -36,30 +36,31 @@ class ScriptedModel:
     def encode(self, src):
         return torch.zeros(src.size(0), 1, 1)
 
-    def init_cache(self, memory, capacity):
-        return ScriptedCache([() for _ in range(memory.size(0))])
+    def init_cache(self, memory, capacity, rows_per_sentence=1):
+        return ScriptedCache([() for _ in range(memory.size(0) * rows_per_sentence)], rows_per_sentence)
 
     def decode(self, tokens, memory, src, cache):
         cache.histories = [h + (t,) for h, t in zip(cache.histories, tokens[:, 0].tolist(), strict=True)]
         self.last = cache.histories
         return torch.zeros(tokens.size(0), 1, 1)
 
-    def log_probs(self, hidden):
+    def logits(self, hidden):
         rows = torch.full((len(self.last), self.config.vocab_size), 1e-12)
         for r, history in enumerate(self.last):
             for token, p in self.table.get(history[1:], {EOS: 1.0}).items():  # history[0] is bos
                 rows[r, token] = p
-        return rows.log()[:, None, :]
+        return rows.log()[:, None, :]  # log-probabilities are logits too
 
 
 class ScriptedCache:
-    def __init__(self, histories):
-        self.histories = histories
+    def __init__(self, histories, rows_per_sentence):
+        self.histories, self.r = histories, rows_per_sentence
 
     def reorder(self, rows):
         self.histories = [self.histories[i] for i in rows.tolist()]
 
-    select = reorder
+    def select(self, sentences):
+        self.reorder(torch.tensor([s * self.r + i for s in sentences.tolist() for i in range(self.r)]))
 
 
 # ()   -> a .5, b .4, eos .1        greedy takes a, then eos (.4): "a" with probability .2

@@ -57,6 +57,25 @@ def test_incremental_decoding_with_cache_equals_full_decoder():
     assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
 
 
+def test_rows_sharing_a_source_decode_as_if_each_had_its_own_copy():
+    """Beam search keeps a sentence's cross-attention keys and values once for its R rows."""
+    model, r = tiny_model(), 3
+    src, tgt = random_ids(2, 7), random_ids(2 * r, 6, seed=1)
+    src[0, 5:] = model.config.pad_id  # padding must stay masked for every row of the sentence
+    shared = model.init_cache(model.encode(src), capacity=8, rows_per_sentence=r)
+    copied_src = src.repeat_interleave(r, dim=0)  # (2R, S): one copy of the source per row
+    copied = model.init_cache(model.encode(copied_src), capacity=8)
+    for i in range(6):
+        if i == 3:  # the first sentence leaves the batch
+            shared.select(torch.tensor([1]))
+            copied.select(torch.tensor([3, 4, 5]))
+            src, copied_src, tgt = src[1:], copied_src[r:], tgt[r:]
+        mine = model.logits(model.decode(tgt[:, i:i + 1], None, src, shared))
+        reference = model.logits(model.decode(tgt[:, i:i + 1], None, copied_src, copied))
+        assert torch.allclose(mine, reference, atol=1e-5)
+    assert len(shared.cross_attn[0][0]) == 1 and len(shared.self_attn[0].k) == r
+
+
 def test_tied_weights_are_one_tensor_three_ways():
     model = Transformer(model_config("tiny"))
     assert model.src_embed.weight is model.tgt_embed.weight

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_log_probs
+from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_logits
 from aiayn.model import Transformer
 
 NEG_INF = float("-inf")
@@ -35,15 +35,14 @@ def length_penalty(length: Tensor | int, alpha: float, form: str = "gnmt") -> Te
     raise ValueError(f"unknown length penalty {form!r}; use gnmt or plain")
 
 
-def beam_step(log_probs: Tensor, scores: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def beam_step(totals: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """The 2K best one-token extensions of each sentence's K hypotheses.
 
-    log_probs (B, K, V) of the next token; scores (B, K) of the hypotheses so far.
+    totals (B, K, V): score of each hypothesis so far + log-probability of each next token.
     -> candidate scores, the beam each extends, and its token, each (B, 2K), best first.
     """
-    b, k, v = log_probs.shape
-    totals = (scores[:, :, None] + log_probs).view(b, k * v)  # (B, K*V)
-    top_scores, flat = totals.topk(2 * k, dim=1)  # (B, 2K)
+    b, k, v = totals.shape
+    top_scores, flat = totals.view(b, k * v).topk(2 * k, dim=1)  # (B, 2K)
     return top_scores, flat // v, flat % v
 
 
@@ -60,10 +59,8 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
     only_eos = torch.full((c.vocab_size,), NEG_INF, device=device)  # added at the length limit
     only_eos[c.eos_id] = 0.0
 
-    cache = model.init_cache(model.encode(src), capacity=min(width, 256))  # encoder, cross K/V: once
-    beams_of = torch.arange(n, device=device).repeat_interleave(k)  # (B*K,): row -> its sentence
-    cache.select(beams_of)  # the K beams of a sentence share its cross-attention keys and values
-    src = src[beams_of]  # (B*K, S)
+    # The encoder and the cross-attention keys and values: once per sentence, shared by its K beams.
+    cache = model.init_cache(model.encode(src), capacity=min(width, 256), rows_per_sentence=k)
     active = torch.arange(n, device=device)  # sentences still searching
     scores = torch.full((n, k), NEG_INF, device=device)
     scores[:, 0] = 0.0  # the K beams start equal: expand only the first
@@ -72,12 +69,13 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
 
     for step in range(width - 1):
         b = len(active)
-        log_probs = next_log_probs(model, tokens[:, :, -1].reshape(b * k), src, cache)  # (B*K, V)
-        log_probs = log_probs.view(b, k, -1)  # (B, K, V)
+        logits, normaliser = next_logits(model, tokens[:, :, -1].reshape(b * k), src, cache)  # (B*K, V)
+        # Score so far + log-probability of each next token, in place: no new (B*K, V) tensor.
+        totals = logits.sub_(normaliser).view(b, k, -1).add_(scores[:, :, None])  # (B, K, V)
         at_limit = step >= max_lengths[active]  # (B,): max_lengths tokens made, eos must follow
         if at_limit.any():
-            log_probs[at_limit] += only_eos
-        cand_scores, cand_beams, cand_tokens = beam_step(log_probs, scores)  # (B, 2K)
+            totals[at_limit] += only_eos
+        cand_scores, cand_beams, cand_tokens = beam_step(totals)  # (B, 2K)
 
         # Candidates ending in eos among the first K ranks are finished.
         parents = tokens.gather(1, cand_beams[:, :k, None].expand(-1, -1, tokens.size(2)))  # (B, K, L)
@@ -101,9 +99,8 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
         if done.any():  # finished sentences leave the batch
             still = (~done).nonzero().squeeze(1)  # (B',)
             active, scores, tokens = active[still], scores[still], tokens[still]
-            rows = (still[:, None] * k + torch.arange(k, device=device)).flatten()  # (B'*K,)
-            src = src.index_select(0, rows)
-            cache.select(rows)
+            src = src.index_select(0, still)
+            cache.select(still)
     return final.best(nbest, c.eos_id, c.pad_id)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_log_probs
+from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_logits
 from aiayn.model import Transformer
 
 
@@ -32,10 +32,14 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
     total = torch.zeros(b, device=src.device)  # log-probability of each output so far
     outputs = []
     for step in range(int(max_lengths.max())):
-        log_probs = next_log_probs(model, tokens, src, cache)  # (B, V)
-        tokens = (sample(log_probs, temperature, top_k, generator) if temperature > 0
-                  else log_probs.argmax(dim=-1))  # (B,)
-        total += torch.where(done, 0.0, log_probs.gather(1, tokens[:, None]).squeeze(1))
+        logits, normaliser = next_logits(model, tokens, src, cache)  # (B, V), (B, 1)
+        if temperature > 0:
+            tokens = sample(logits, temperature, top_k, generator)  # (B,)
+            chosen = logits.gather(1, tokens[:, None])  # (B, 1)
+        else:
+            chosen, tokens = logits.max(dim=-1, keepdim=True)  # (B, 1)
+            tokens = tokens.squeeze(1)  # (B,)
+        total += torch.where(done, 0.0, (chosen - normaliser).squeeze(1))  # log-probability of the token
         tokens[done] = c.pad_id
         outputs.append(tokens)
         done |= (tokens == c.eos_id) | (step + 1 >= max_lengths)
@@ -46,10 +50,10 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
             for row, log_prob in zip(rows, total.tolist(), strict=True)]
 
 
-def sample(log_probs: Tensor, temperature: float, top_k: int = 0,
+def sample(logits: Tensor, temperature: float, top_k: int = 0,
            generator: torch.Generator | None = None) -> Tensor:
-    """One token per row from softmax(log_probs / temperature), over the top_k best if top_k > 0."""
-    scaled = log_probs / temperature  # (B, V)
+    """One token per row from softmax(logits / temperature), over the top_k best if top_k > 0."""
+    scaled = logits / temperature  # (B, V)
     if top_k > 0:
         kth_best = scaled.topk(min(top_k, scaled.size(-1)), dim=-1).values[:, -1:]  # (B, 1)
         scaled = scaled.masked_fill(scaled < kth_best, float("-inf"))

@@ -28,12 +28,17 @@ def max_output_lengths(src: Tensor, pad_id: int, extra: int = 50, fixed: int = 0
     return (src != pad_id).sum(dim=1) + extra
 
 
-def next_log_probs(model: Transformer, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> Tensor:
-    """Log-probabilities of the next token after `last_tokens` (B,), one cached step. -> (B, V)
+def next_logits(model: Transformer, last_tokens: Tensor, src: Tensor,
+                cache: DecoderCache) -> tuple[Tensor, Tensor]:
+    """Scores of the next token after `last_tokens` (B,), one cached step.
 
-    Padding and bos are never outputs (never targets in training), so they get -inf.
+    -> logits (B, V), and their log-normaliser logsumexp (B, 1): log-probability = logit - it.
+    Padding and bos are never outputs (never targets in training), so their logits are set to -inf,
+    after the normaliser is taken over the full vocabulary, as log_softmax would. The searches
+    normalise only what they need: greedy decoding the chosen token, beam search every row.
     """
     hidden = model.decode(last_tokens[:, None], None, src, cache)  # (B, 1, D)
-    log_probs = model.log_probs(hidden)[:, -1]  # (B, V)
-    log_probs[:, [model.config.pad_id, model.config.bos_id]] = float("-inf")
-    return log_probs
+    logits = model.logits(hidden)[:, -1].float()  # (B, V)
+    normaliser = logits.logsumexp(dim=-1, keepdim=True)  # (B, 1)
+    logits[:, [model.config.pad_id, model.config.bos_id]] = float("-inf")
+    return logits, normaliser

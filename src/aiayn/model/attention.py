@@ -104,12 +104,24 @@ class MultiHeadAttention(nn.Module):
         """Attention per head, heads concatenated, then W^O.
 
         -> (B, Tq, D), and the weights (B, H, Tq, Tk) when `need_weights`, else None.
+
+        q may have R times as many rows as k and v, one position each: then R consecutive query
+        rows share one row of keys and values (the beams of one sentence attending to its source)
+        and are computed as R queries of that row, so those keys and values are read once, not R
+        times. -> (B*R, 1, D), weights (B*R, H, 1, Tk).
         """
+        rows = q.size(0)
+        if rows != k.size(0):
+            q = q.reshape(k.size(0), -1, self.n_heads, self.d_k).transpose(1, 2)  # (B, H, R, K)
         dropout_p = self.dropout if self.training else 0.0
         heads, weights = attention(q, k, v, mask, dropout_p, need_weights)  # (B, H, Tq, K)
-        b, _, t, _ = heads.shape
+        b, h, t, _ = heads.shape
         concat = heads.transpose(1, 2).reshape(b, t, self.d_model)  # (B, Tq, H*K)
-        return self.out_proj(concat), weights
+        out = self.out_proj(concat)
+        if rows != b:  # back to one row per query
+            out = out.view(rows, 1, self.d_model)
+            weights = None if weights is None else weights.transpose(1, 2).reshape(rows, h, 1, -1)
+        return out, weights
 
     def forward(self, x: Tensor, memory: Tensor | None = None, mask: Tensor | None = None,
                 need_weights: bool = False) -> tuple[Tensor, Tensor | None]:

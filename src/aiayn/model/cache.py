@@ -7,7 +7,8 @@ per source and kept here unchanged. The cache is an explicit object the caller c
 (`Transformer.init_cache`), passes to `Transformer.decode`, and reorders between beam steps;
 the model holds no decoding state.
 
-Shapes: B batch (sentences x beams), H heads, L positions decoded so far, S source length, K d_k.
+Shapes: B sentences, R rows per sentence (its beams in beam search, else 1), H heads, L positions
+decoded so far, S source length, K d_k.
 """
 
 from __future__ import annotations
@@ -66,28 +67,36 @@ def _select_filled(buffer: Tensor, indices: Tensor, n: int) -> Tensor:
 
 @dataclass
 class DecoderCache:
-    """Everything one decoder run keeps between steps, per layer."""
+    """Everything one decoder run keeps between steps, per layer.
 
-    self_attn: list[KVCache]  # grows by one position per step
-    cross_attn: list[tuple[Tensor, Tensor]]  # (k, v), each (B, H, S, K), computed once
+    Each sentence has R rows (its beams): they share the sentence's encoder-decoder keys and values,
+    kept once, not R times; each row has its own self-attention history.
+    """
+
+    self_attn: list[KVCache]  # (B*R, H, L, K), grows by one position per step
+    cross_attn: list[tuple[Tensor, Tensor]]  # (k, v), each (B, H, S, K), computed once per sentence
+    rows_per_sentence: int = 1  # R
 
     @property
     def length(self) -> int:
         """Target positions decoded so far: the position offset of the next step."""
         return self.self_attn[0].length
 
-    def reorder(self, beam_indices: Tensor) -> None:
-        """After a beam step, row i continues the hypothesis in row beam_indices[i].
+    def reorder(self, rows: Tensor) -> None:
+        """After a beam step, row i continues the hypothesis in row rows[i] (a row of the same sentence).
 
-        Beams of one sentence share their source, so cross-attention keys and values stay put;
-        only the self-attention history follows the beams.
+        Only the self-attention history follows the beams; the sentence's cross-attention keys and
+        values stay put.
         """
         for kv in self.self_attn:
-            kv.select(beam_indices)
+            kv.select(rows)
 
-    def select(self, batch_indices: Tensor) -> None:
-        """Keep only rows `batch_indices` (for example when finished sentences leave the batch)."""
+    def select(self, sentences: Tensor) -> None:
+        """Keep only `sentences` (B',), with all their rows (for example when finished sentences
+        leave the batch)."""
+        r = self.rows_per_sentence
+        rows = (sentences[:, None] * r + torch.arange(r, device=sentences.device)).flatten()  # (B'*R,)
         for kv in self.self_attn:
-            kv.select(batch_indices)
-        self.cross_attn = [(k.index_select(0, batch_indices), v.index_select(0, batch_indices))
+            kv.select(rows)
+        self.cross_attn = [(k.index_select(0, sentences), v.index_select(0, sentences))
                            for k, v in self.cross_attn]

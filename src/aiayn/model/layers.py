@@ -77,7 +77,8 @@ class DecoderLayer(nn.Module):
         """One decoder layer over T new target positions.
 
         x (B, T, D); self_mask (1, 1, T, L+T) causal or None; memory_kv: the cross-attention keys
-        and values (B, H, S, K) from `cross_attn.project_kv(memory)`; memory_mask (B, 1, 1, S);
+        and values (B, H, S, K) from `cross_attn.project_kv(memory)`, or (B/R, H, S, K) when R
+        consecutive rows of x (one position each) share a source; memory_mask (B or B/R, 1, 1, S);
         cache: this layer's self-attention history of L earlier positions, extended in place.
         -> (B, T, D), (self-attention weights (B, H, T, L+T), cross-attention weights (B, H, T, S)).
         """

@@ -116,7 +116,8 @@ class Transformer(nn.Module):
 
         Without a cache, `tgt` is the whole target prefix and T outputs come back in parallel
         (training, teacher forcing). With one, `tgt` holds only the new positions, the keys and
-        values of earlier ones come from the cache (extended in place), and `memory` is not used.
+        values of earlier ones come from the cache (extended in place), and `memory` is not used;
+        with R rows per sentence in the cache, `tgt` has B*R rows and `src` B.
         """
         return self._decode(tgt, memory, src, cache)[0]
 
@@ -146,13 +147,17 @@ class Transformer(nn.Module):
         """Teacher-forced logits: (B, S) source, (B, T) target input -> (B, T, V)."""
         return self.logits(self.decode(tgt, self.encode(src), src))
 
-    def init_cache(self, memory: Tensor, capacity: int = 64) -> DecoderCache:
-        """A cache for incremental decoding of B sentences whose encoder output is `memory` (B, S, D)."""
+    def init_cache(self, memory: Tensor, capacity: int = 64, rows_per_sentence: int = 1) -> DecoderCache:
+        """A cache for incremental decoding of B sentences whose encoder output is `memory` (B, S, D).
+
+        With `rows_per_sentence` R > 1 (beam search), each sentence is decoded in R consecutive rows:
+        `decode` then takes (B*R, 1) new tokens and the (B, S) source.
+        """
         b, c = memory.size(0), self.config
-        self_attn = [KVCache(b, c.n_heads, c.d_k, capacity, memory.dtype, memory.device)
+        self_attn = [KVCache(b * rows_per_sentence, c.n_heads, c.d_k, capacity, memory.dtype, memory.device)
                      for _ in self.decoder.layers]
         cross_attn = [layer.cross_attn.project_kv(memory) for layer in self.decoder.layers]
-        return DecoderCache(self_attn, cross_attn)
+        return DecoderCache(self_attn, cross_attn, rows_per_sentence)
 
     def attention_maps(self, src: Tensor, tgt: Tensor) -> tuple[Tensor, AttentionMaps]:
         """Teacher-forced logits (B, T, V) and the attention weights of every layer and head."""
