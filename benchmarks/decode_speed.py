@@ -91,21 +91,6 @@ def systems(model: Transformer, tokenizer: Tokenizer, new_tokens: int, beam: int
     return run
 
 
-MATMULS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "quantized::linear_dynamic"}
-
-
-def matmul_seconds(run: Callable[[torch.Tensor], object], batches: list[torch.Tensor]) -> float:
-    """Seconds per batch that `run` spends inside matrix multiplications (their self time in the
-    profiler; the profiler slows the small operations, hardly the matmuls)."""
-    from torch.profiler import profile
-
-    run(batches[0])  # warm-up
-    with profile() as prof:
-        for src in batches:
-            run(src)
-    return sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in MATMULS) / 1e6 / len(batches)
-
-
 def decode_flops(config, batches: list[torch.Tensor], beam: int, new_tokens: int) -> float:
     """2 x weights x the tokens they process: the encoder and the cross-attention keys and values
     once per source token, every decoder layer and the output projection once per output token of
@@ -148,9 +133,6 @@ def main() -> None:
           f"{args.batch_size}, {new_tokens} new tokens each")
     rows = ["| search | system | output tokens/s | model GFLOP/s (share of peak) | aiayn float32 speed "
             "relative to it | aiayn int8 relative to it | peak memory |", "|---|---|---|---|---|---|---|"]
-    breakdown = ["| search | system | ms per output step | in matmuls | everything else | tokens/s if only "
-                 "the matmuls took time | that relative to huggingface | relative to ctranslate2 float32 |",
-                 "|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as workdir:
         for beam in (1, 4):
             run = systems(model, tokenizer, new_tokens, beam, workdir, set(args.systems))
@@ -161,14 +143,6 @@ def main() -> None:
                     seconds = statistics.median(batch_times(fn, batches))
                 speed[name] = args.batch_size * new_tokens / seconds
             search = "greedy" if beam == 1 else f"beam {beam}"
-            for name in ("aiayn", "aiayn int8"):  # where the time goes: matmuls or everything else
-                step = args.batch_size / speed[name]  # seconds per output step of a batch
-                matmul = matmul_seconds(run[name], batches[:5]) / new_tokens
-                ceiling = args.batch_size / matmul  # tokens/s if everything else took no time
-                breakdown.append(f"| {search} | {name} | {step * 1e3:.2f} | {matmul * 1e3:.2f} "
-                                 f"({matmul / step:.0%}) | {(step - matmul) * 1e3:.2f} | {ceiling:,.0f} | "
-                                 + " | ".join(f"{ceiling / speed[peer]:.2f}x" if peer in speed else "-"
-                                              for peer in ("huggingface", "ctranslate2 float32")) + " |")
             for name, tokens_per_s in speed.items():
                 flops = gflop * tokens_per_s / (len(lines) * new_tokens)  # GFLOP/s
                 relative = [f"{speed[ours] / tokens_per_s:.2f}x" if ours != name else ""
@@ -176,16 +150,11 @@ def main() -> None:
                 rows.append(f"| {search} | {name} | {tokens_per_s:,.0f} | {flops:.1f} ({flops / peak:.0%}) | "
                             f"{relative[0]} | {relative[1]} | {memory[name]} |")
                 print(rows[-1])
-    print(f"\nWhere aiayn's time goes (a step: one output token for each of the {args.batch_size} sentences, "
-          "the encoder included; matmul time from the profiler over 5 batches):")
-    print("\n".join(breakdown))
     if args.record and not args.smoke:
-        record(f"Decoding speed ({preset}): aiayn vs HuggingFace and CTranslate2",
-               "\n".join(rows) + "\n\nWhere aiayn's time goes:\n\n" + "\n".join(breakdown),
+        record(f"Decoding speed ({preset}): aiayn vs HuggingFace and CTranslate2", "\n".join(rows),
                f"Matmul peak measured in the same run: {peak:.0f} GFLOP/s (float32, 1024^3). Peak memory: "
                "the process's peak resident memory while the system ran, reset before each (in brackets: "
-               "the growth over the memory held when it began). Time per step: from the median batch "
-               "time; matmul share: the profiler's self time of the matmul operations over 5 batches.")
+               "the growth over the memory held when it began).")
 
 
 if __name__ == "__main__":
