@@ -76,6 +76,21 @@ def test_rows_sharing_a_source_decode_as_if_each_had_its_own_copy():
     assert len(shared.cross_attn[0][0]) == 1 and len(shared.self_attn[0].k) == r
 
 
+def test_reordering_the_cache_gives_each_row_the_history_of_the_row_it_continues():
+    model = tiny_model()
+    src, tgt = random_ids(2, 5), random_ids(4, 3, seed=1)
+    cache = model.init_cache(model.encode(src), capacity=8, rows_per_sentence=2)
+    for i in range(3):
+        model.decode(tgt[:, i:i + 1], None, src, cache)
+    before = [(kv.k[:, :, :3].clone(), kv.v[:, :, :3].clone()) for kv in cache.self_attn]
+    rows = torch.tensor([1, 1, 2, 2])  # row 0 continues row 1; row 3 continues row 2; rows 1, 2 stay
+    cache.reorder(rows)
+    for kv, (k, v) in zip(cache.self_attn, before, strict=True):
+        assert torch.equal(kv.k[:, :, :3], k[rows]) and torch.equal(kv.v[:, :, :3], v[rows])
+    cache.reorder(torch.arange(4))  # nothing moves
+    assert torch.equal(cache.self_attn[0].k[:, :, :3], before[0][0][rows])
+
+
 def test_tied_weights_are_one_tensor_three_ways():
     model = Transformer(model_config("tiny"))
     assert model.src_embed.weight is model.tgt_embed.weight

@@ -45,17 +45,15 @@ class KVCache:
         return self.k[:, :, :end], self.v[:, :, :end]
 
     def select(self, indices: Tensor) -> None:
-        """Keep batch rows `indices` (B',), in that order; only the filled positions are copied.
+        """Keep batch rows `indices` (B',), in that order; only the filled positions are copied."""
+        self.k = _select_filled(self.k, indices, self.length)
+        self.v = _select_filled(self.v, indices, self.length)
 
-        A reordering that keeps the batch size (every beam step) writes into the same buffers.
-        """
+    def copy_rows(self, sources: Tensor, targets: Tensor) -> None:
+        """Row targets[i] takes over the history of row sources[i], in place; other rows keep theirs."""
         n = self.length
-        if len(indices) == self.k.size(0):
-            self.k[:, :, :n] = self.k[indices, :, :n]  # the right side is gathered first: no aliasing
-            self.v[:, :, :n] = self.v[indices, :, :n]
-        else:
-            self.k = _select_filled(self.k, indices, n)
-            self.v = _select_filled(self.v, indices, n)
+        self.k[targets, :, :n] = self.k[sources, :, :n]  # the right side is gathered first: no aliasing
+        self.v[targets, :, :n] = self.v[sources, :, :n]
 
 
 def _select_filled(buffer: Tensor, indices: Tensor, n: int) -> Tensor:
@@ -85,11 +83,14 @@ class DecoderCache:
     def reorder(self, rows: Tensor) -> None:
         """After a beam step, row i continues the hypothesis in row rows[i] (a row of the same sentence).
 
-        Only the self-attention history follows the beams; the sentence's cross-attention keys and
-        values stay put.
+        Only the self-attention history follows the beams, and only for the rows that take over
+        another row's hypothesis (often half of them or fewer); the sentence's cross-attention keys
+        and values stay put.
         """
-        for kv in self.self_attn:
-            kv.select(rows)
+        moved = (rows != torch.arange(len(rows), device=rows.device)).nonzero().squeeze(1)  # (M,)
+        if len(moved):
+            for kv in self.self_attn:
+                kv.copy_rows(rows[moved], moved)
 
     def select(self, sentences: Tensor) -> None:
         """Keep only `sentences` (B',), with all their rows (for example when finished sentences
