@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from aiayn.decoding import beam_search, greedy_search, length_penalty, max_output_lengths
-from aiayn.decoding.beam import beam_step
+from aiayn.decoding.beam import beam_step, top_k
 from tests.conftest import random_ids, tiny_model
 
 PAD, UNK, BOS, EOS, A, B = 0, 1, 2, 3, 4, 5
@@ -24,6 +24,19 @@ def test_beam_step_keeps_the_2k_best_extensions_of_all_beams():
     top, beams, tokens = beam_step(scores[:, :, None] + log_probs)
     assert beams.tolist() == [[0, 1, 0, 1]] and tokens.tolist()[0][:2] == [1, 0]
     assert torch.allclose(top.exp(), torch.tensor([[0.30, 0.25, 0.15, 0.125]]))
+
+
+@pytest.mark.parametrize("n", [32000, 32057])  # rows of whole chunks, and with a tail
+def test_top_k_by_chunks_gives_the_values_and_positions_topk_gives(n):
+    torch.manual_seed(0)
+    x = torch.randint(-50, 50, (6, n)).float()  # many equal values
+    x[0, :-3] = float("-inf")  # only the tail is finite
+    x[1, 1234] = x[1, n - 1] = 99.0  # the best in a chunk and in the tail
+    values, positions = top_k(x, 8)
+    assert torch.equal(values, x.topk(8, dim=1).values)
+    assert torch.equal(x.gather(1, positions), values)
+    assert all(len(set(row)) == 8 for row in positions.tolist())  # 8 different positions per row
+    assert {1234, n - 1} <= set(positions[1].tolist())
 
 
 class ScriptedModel:
