@@ -1,6 +1,7 @@
-"""Decoding speed, side by side in one run: aiayn against HuggingFace MarianMTModel.generate and
-CTranslate2 (float32 and int8), greedy and beam 4, on the first 1,000 sentences of Multi30k
-test_2016_flickr (en) in batches of 32, every output forced to exactly 32 new tokens.
+"""Decoding speed, side by side in one run: aiayn (float32, int8 and bfloat16) against HuggingFace
+MarianMTModel.generate and CTranslate2 (float32 and int8), greedy and beam 4, on the first 1,000
+sentences of Multi30k test_2016_flickr (en) in batches of 32, every output forced to exactly 32
+new tokens. (bfloat16 pays on CPUs with AMX or AVX512-BF16 units; on others it can be slower.)
 
 All systems run the same weights (one random model, converted exactly), and eos is made
 impossible by a -1e4 logit bias, so every system does 32 decoder steps per sentence and the
@@ -14,6 +15,7 @@ batch time.
 
 from __future__ import annotations
 
+import copy
 import statistics
 import tempfile
 import time
@@ -50,7 +52,8 @@ def systems(model: Transformer, tokenizer: Tokenizer, new_tokens: int, beam: int
     c = model.config
     cap = new_tokens - 1  # aiayn's beam search: cap tokens, then the forced eos: new_tokens steps
     run: dict[str, Callable[[torch.Tensor], object]] = {}
-    for name, m in (("aiayn", model), ("aiayn int8", quantize_int8(model))):
+    for name, m in (("aiayn", model), ("aiayn int8", quantize_int8(model)),
+                    ("aiayn bfloat16", copy.deepcopy(model).to(torch.bfloat16))):
         if beam == 1:
             run[name] = lambda src, m=m: greedy_search(m, src,
                                                        max_output_lengths(src, c.pad_id, fixed=new_tokens))
@@ -131,8 +134,10 @@ def main() -> None:
     peak = matmul_peak_gflops()
     print(f"{machine()}\nfloat32 matmul peak: {peak:.0f} GFLOP/s; {len(lines)} sentences in batches of "
           f"{args.batch_size}, {new_tokens} new tokens each")
-    rows = ["| search | system | output tokens/s | model GFLOP/s (share of peak) | aiayn float32 speed "
-            "relative to it | aiayn int8 relative to it | peak memory |", "|---|---|---|---|---|---|---|"]
+    rows = ["| search | system | output tokens/s | model GFLOP/s (share of float32 peak) "
+            "| aiayn float32 speed relative to it | aiayn int8 relative to it "
+            "| aiayn bfloat16 relative to it | peak memory |",
+            "|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as workdir:
         for beam in (1, 4):
             run = systems(model, tokenizer, new_tokens, beam, workdir, set(args.systems))
@@ -146,9 +151,9 @@ def main() -> None:
             for name, tokens_per_s in speed.items():
                 flops = gflop * tokens_per_s / (len(lines) * new_tokens)  # GFLOP/s
                 relative = [f"{speed[ours] / tokens_per_s:.2f}x" if ours != name else ""
-                            for ours in ("aiayn", "aiayn int8")]
+                            for ours in ("aiayn", "aiayn int8", "aiayn bfloat16")]
                 rows.append(f"| {search} | {name} | {tokens_per_s:,.0f} | {flops:.1f} ({flops / peak:.0%}) | "
-                            f"{relative[0]} | {relative[1]} | {memory[name]} |")
+                            f"{' | '.join(relative)} | {memory[name]} |")
                 print(rows[-1])
     if args.record and not args.smoke:
         record(f"Decoding speed ({preset}): aiayn vs HuggingFace and CTranslate2", "\n".join(rows),

@@ -120,6 +120,13 @@ def test_translate_nbest_writes_the_moses_format_best_first(trained_run, capsys)
         assert scores == sorted(scores, reverse=True)
 
 
+def test_translate_in_bfloat16_and_its_errors(trained_run, capsys):
+    assert main(["translate", str(trained_run), "a b c", "d e f g", "--dtype", "bfloat16"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    assert main(["translate", str(trained_run), "a b c", "--dtype", "bfloat16", "--int8"]) == 2
+    assert "alternatives" in capsys.readouterr().err
+
+
 def test_translations_do_not_depend_on_the_batching(trained_run, tmp_path):
     lines = load_corpus("synthetic:reverse:val", "", "").source[:120]
     lines[5] = ""

@@ -73,6 +73,10 @@ def add_inference_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--int8", action="store_true",
                         help="pytorch only: int8 weights in every linear map (dynamic quantization), "
                              "for CPUs")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+                        help="pytorch only: the floating-point type the model computes in. bfloat16 is "
+                             "faster on GPUs and on CPUs with AMX or AVX512-BF16 units (elsewhere it can "
+                             "be slower); log-probabilities and scores stay float32 (default: float32)")
     parser.add_argument("--compute-type", default="default",
                         help="ctranslate2 only: default, float32, int8, ... (default: default)")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N "
@@ -119,8 +123,13 @@ def load_for_inference(args: argparse.Namespace) -> Inference:
     if args.int8:
         if device.type != "cpu":
             raise cfg.ConfigError("--int8 is for CPUs: use --device cpu")
+        if args.dtype != "float32":
+            raise cfg.ConfigError(f"--int8 and --dtype {args.dtype} are alternatives: choose one")
         from aiayn.quantize import quantize_int8
 
         ck.model, where = quantize_int8(ck.model), where.replace("pytorch", "pytorch int8")
+    elif args.dtype != "float32":
+        ck.model = ck.model.to(getattr(torch, args.dtype))
+        where = where.replace("pytorch", f"pytorch {args.dtype}")
     return Inference(lambda lines, config: translate(ck.model, ck.tokenizer, lines, config),
                      decode, ck.model, ck.tokenizer, ck.data.src_lang, ck.data.tgt_lang, where)
