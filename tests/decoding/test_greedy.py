@@ -40,3 +40,14 @@ def test_stops_at_the_papers_maximum_length_source_plus_50():
     hyps = greedy_search(model, src)
     assert [len(h.tokens) for h in hyps] == [55, 55]
     assert max_output_lengths(src, 0).tolist() == [55, 55]
+
+
+def test_training_works_after_decoding_made_new_positions():
+    """Decoding runs in inference mode: what it leaves behind (memoised positional encodings for
+    longer sequences than training has seen) must still serve training."""
+    model = tiny_model()
+    src = random_ids(2, 5)
+    greedy_search(model, src, max_output_lengths(src, 0, fixed=300))
+    model.train()
+    model(src, random_ids(2, 200, seed=1)).sum().backward()
+    assert model.src_embed.weight.grad is not None

@@ -69,7 +69,7 @@ def top_k(x: Tensor, k: int, chunk: int = 100) -> tuple[Tensor, Tensor]:
     return values, positions.gather(1, where)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int = 1, alpha: float = 0.6,
                 penalty: str = "gnmt", max_lengths: Tensor | None = None) -> list[list[Hypothesis]]:
     """The `nbest` best hypotheses (best first) for each of the B sentences of `src` (B, S)."""

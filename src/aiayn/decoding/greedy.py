@@ -12,7 +12,7 @@ from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_logits
 from aiayn.model import Transformer
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = None,
                   temperature: float = 0.0, top_k: int = 0,
                   generator: torch.Generator | None = None) -> list[Hypothesis]:
