@@ -140,6 +140,13 @@ class TrainConfig:
     seed: int = _opt(1, "seed for initialisation, dropout and batch order")
     device: str = _opt("auto", "auto (CUDA when present, else CPU), cpu, cuda or cuda:N")
     threads: int = _opt(0, "CPU threads for PyTorch; 0: PyTorch's default")
+    precision: str = _opt(
+        "auto",
+        "bfloat16: autocast matmuls to bfloat16 (weights, optimizer and loss stay float32); fast on "
+        "GPUs and on CPUs with AMX or AVX512-BF16 units, slow on other CPUs. float32: no autocast. "
+        "auto: bfloat16 on CUDA, float32 on CPU",
+        ("auto", "float32", "bfloat16"),
+    )
 
 
 @dataclass(frozen=True)

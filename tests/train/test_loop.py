@@ -79,6 +79,22 @@ def test_gradient_accumulation_equals_one_large_batch(copy_task):
         assert torch.allclose(p1, p2, atol=1e-5)
 
 
+def test_bfloat16_precision_runs_matmuls_in_bfloat16_and_keeps_the_weights_float32(copy_task):
+    tokenizer, train_data, _ = copy_task
+    batch = collate(range(0, 16), train_data, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
+    stats, matmul_dtypes = {}, {}
+    for precision in ("auto", "bfloat16"):  # auto: float32 on the CPU
+        model = new_model(tokenizer, **NO_DROPOUT)
+        w1 = model.decoder.layers[0].feed_forward.w1
+        w1.register_forward_hook(lambda m, i, out, key=precision: matmul_dtypes.update({key: out.dtype}))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+        stats[precision] = train_step(model, [batch], optimizer, 1.0, TrainConfig(precision=precision),
+                                      tokenizer.pad_id, torch.device("cpu"))
+        assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert matmul_dtypes == {"auto": torch.float32, "bfloat16": torch.bfloat16}
+    assert abs(stats["bfloat16"]["loss"] - stats["auto"]["loss"]) < 0.01 * stats["auto"]["loss"]
+
+
 def test_ctrl_c_stops_after_the_update_and_saves_a_checkpoint(copy_task, tmp_path):
     tokenizer, train_data, _ = copy_task
     model = new_model(tokenizer)

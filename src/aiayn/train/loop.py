@@ -41,10 +41,14 @@ def resolve_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
-def autocast(device: torch.device) -> contextlib.AbstractContextManager:
-    """bf16 autocast on CUDA; full float32 on CPU (this kind of CPU has no fast bf16 path)."""
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
+def autocast(device: torch.device, precision: str = "auto") -> contextlib.AbstractContextManager:
+    """bfloat16 autocast when `precision` asks for it ("auto": on CUDA only), else plain float32.
+
+    Under autocast, matmuls run in bfloat16; weights, gradients, optimizer state, normalisations
+    and the loss (`output_layer_nll` turns autocast off) stay float32.
+    """
+    if precision == "bfloat16" or (precision == "auto" and device.type == "cuda"):
+        return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 
@@ -65,7 +69,7 @@ def train_step(model: Transformer, batches: list[Batch], optimizer: torch.optim.
     total_loss = total_nll = 0.0
     for batch in batches:
         batch = batch.to(device)
-        with autocast(device):
+        with autocast(device, config.precision):
             loss, nll = batch_loss(model, batch, config.label_smoothing, pad_id)
         (loss / tokens).backward()
         total_loss += loss.item()
@@ -80,13 +84,13 @@ def train_step(model: Transformer, batches: list[Batch], optimizer: torch.optim.
 
 @torch.no_grad()
 def evaluate(model: Transformer, batches: list[Batch], label_smoothing: float, pad_id: int,
-             device: torch.device) -> dict[str, float]:
+             device: torch.device, precision: str = "auto") -> dict[str, float]:
     """Loss, NLL and perplexity per target token over `batches`, without dropout."""
     model.eval()
     tokens, total_loss, total_nll = 0, 0.0, 0.0
     for batch in batches:
         batch = batch.to(device)
-        with autocast(device):
+        with autocast(device, precision):
             loss, nll = batch_loss(model, batch, label_smoothing, pad_id)
         tokens += batch.n_tgt_tokens
         total_loss += loss.item()
@@ -231,7 +235,7 @@ def train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus,
     def validate() -> dict[str, float] | None:
         if not valid_batches:
             return None
-        result = evaluate(model, valid_batches, config.label_smoothing, pad, device)
+        result = evaluate(model, valid_batches, config.label_smoothing, pad, device, config.precision)
         log.write("valid", step=step, **result)
         tqdm.write(f"step {step:,} | valid loss {result['loss']:.3f} | nll {result['nll']:.3f} "
                    f"| ppl {result['ppl']:.2f}")
