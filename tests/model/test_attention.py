@@ -30,6 +30,18 @@ def test_fast_path_equals_reference_path_with_a_padding_mask():
     assert (weights[1, :, :, 3:] == 0).all()  # masked keys get exactly zero weight
 
 
+def test_training_in_bfloat16_on_the_cpu_attends_in_float32():
+    q, k, v = (t.bfloat16().requires_grad_() for t in qkv())
+    mask = padding_mask(torch.tensor([[5, 6, 7, 8, 9, 0, 0], [5, 6, 7, 8, 9, 10, 11]]), 0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = attention(q, k, v, mask)
+    in_float32 = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(),
+                                                                  attn_mask=mask)
+    assert out.dtype == torch.bfloat16 and torch.equal(out, in_float32.bfloat16())
+    out.float().sum().backward()
+    assert q.grad.dtype == torch.bfloat16
+
+
 def test_causal_weights_are_lower_triangular():
     q, k, v = qkv(tq=6, tk=6)
     mask = causal_mask(6)
