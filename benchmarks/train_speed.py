@@ -5,6 +5,7 @@
     python benchmarks/train_speed.py                   # small and base presets, about 10 minutes
     python benchmarks/train_speed.py --presets small --record
     python benchmarks/train_speed.py --smoke           # seconds: keeps the script working (CI)
+    python benchmarks/train_speed.py --presets small --precision bfloat16   # both under bf16 autocast
 
 Prints target tokens per second of each, the ratio, and each one's model FLOP/s as a share of
 the float32 matmul peak measured here (FLOPs counted as 6 x weights x tokens they process).
@@ -52,12 +53,14 @@ class Reference(nn.Module):
         return h @ self.embed.weight.T
 
 
-def reference_step(model: Reference, batch, optimizer: torch.optim.Optimizer) -> torch.Tensor:
-    """One update; returns the loss per target token (detached)."""
+def reference_step(model: Reference, batch, optimizer: torch.optim.Optimizer,
+                   precision: str = "float32") -> torch.Tensor:
+    """One update (under bfloat16 autocast if asked); returns the loss per target token (detached)."""
     model.train()
-    logits = model(batch.src, batch.tgt_in)
-    loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=model.pad_id,
-                           label_smoothing=0.1, reduction="sum") / batch.n_tgt_tokens
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bfloat16"):
+        logits = model(batch.src, batch.tgt_in)
+        loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=model.pad_id,
+                               label_smoothing=0.1, reduction="sum") / batch.n_tgt_tokens
     loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -76,16 +79,17 @@ def model_flops(config, batches) -> float:
     return total
 
 
-def compare(preset: str, batches, vocab_size: int, rounds: int, warmup: int, peak: float) -> dict:
+def compare(preset: str, batches, vocab_size: int, rounds: int, warmup: int, peak: float,
+            precision: str = "float32") -> dict:
     config = model_config(preset, vocab_size=vocab_size)
     torch.manual_seed(0)
     ours = Transformer(config)
     reference = Reference(config)
-    train_config = TrainConfig()
+    train_config = TrainConfig(precision=precision)
     our_opt, ref_opt = make_optimizer(ours, train_config), make_optimizer(reference, train_config)
     cpu = torch.device("cpu")
     run_ours = lambda b: train_step(ours, [b], our_opt, 1e-4, train_config, config.pad_id, cpu)  # noqa: E731
-    run_reference = lambda b: reference_step(reference, b, ref_opt)  # noqa: E731
+    run_reference = lambda b: reference_step(reference, b, ref_opt, precision)  # noqa: E731
     for b in batches[:warmup]:
         run_ours(b)
         run_reference(b)
@@ -116,6 +120,8 @@ def main() -> None:
     parser.add_argument("--presets", nargs="+", default=["small", "base"], help="model presets to compare")
     parser.add_argument("--batches", type=int, default=8, help="batches per timed round (default: 8)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per system; the median counts")
+    parser.add_argument("--precision", choices=("float32", "bfloat16"), default="float32",
+                        help="bfloat16: both systems train under bfloat16 autocast (default: float32)")
     args = parser.parse_args()
 
     corpus, tokenizer = training_data(args.smoke)
@@ -131,14 +137,15 @@ def main() -> None:
             "| reference MFU | aiayn peak memory | reference peak memory |", "|---" * 9 + "|"]
     for preset in presets:
         r = compare(preset, batches, tokenizer.vocab_size, 1 if args.smoke else args.rounds,
-                    1 if args.smoke else 2, peak)
+                    1 if args.smoke else 2, peak, args.precision)
         row = (f"| {preset} | {r['parameters'] / 1e6:.2f}M | {r['aiayn']:,.0f} | {r['reference']:,.0f} | "
                f"{r['ratio']:.2f}x | {r['aiayn_mfu']:.0%} | {r['reference_mfu']:.0%} | {r['aiayn_memory']} | "
                f"{r['reference_memory']} |")
         rows.append(row)
         print(row)
     if args.record and not args.smoke:
-        record("Training speed: aiayn vs embeddings + torch.nn.Transformer", "\n".join(rows),
+        record(f"Training speed ({args.precision}): aiayn vs embeddings + torch.nn.Transformer",
+               "\n".join(rows),
                f"Matmul peak measured in the same run: {peak:.0f} GFLOP/s (float32, 1024^3). Peak memory: "
                "the process's peak resident memory during one more pass over the batches, reset before each "
                "system (in brackets: the growth over the memory held when the pass began).")
