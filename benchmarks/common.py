@@ -20,25 +20,47 @@ from aiayn.tokenizer import Tokenizer
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+CPU = torch.device("cpu")
 
 
-def matmul_peak_gflops(n: int = 1024, repeats: int = 10) -> float:
-    """float32 GFLOP/s of torch.matmul on n x n matrices with the current threads: the peak for MFU."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    return 2 * n**3 / statistics.median(timed_calls(lambda: a @ b, repeats, warmup=3)) / 1e9
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work, so that a wall-clock reading includes it (CUDA only)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_peak_gflops(n: int = 1024, repeats: int = 10, device: torch.device = CPU,
+                       dtype: torch.dtype = torch.float32) -> float:
+    """GFLOP/s of torch.matmul on n x n matrices of `dtype` on `device` (on the CPU with the current
+    threads): the peak for MFU."""
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+
+    def matmul() -> None:
+        a @ b
+        synchronize(device)
+
+    return 2 * n**3 / statistics.median(timed_calls(matmul, repeats, warmup=3)) / 1e9
 
 
 class PeakMemory:
-    """Peak resident memory of this process inside a `with` block, in MiB (Linux; None elsewhere).
+    """Peak resident memory of this process inside a `with` block, in MiB (Linux; None elsewhere),
+    or on a CUDA device, the peak of the memory PyTorch allocated there.
 
-    Resets the kernel's high-water mark (VmHWM) on entry, so each block is measured on its own;
-    `start` is the resident memory on entry (model, data, what earlier blocks left cached).
+    Resets the high-water mark (the kernel's VmHWM, or PyTorch's CUDA peak) on entry, so each block
+    is measured on its own; `start` is the memory held on entry (model, data, earlier blocks' caches).
     """
 
     start: float | None = None
     peak: float | None = None
 
+    def __init__(self, device: torch.device = CPU) -> None:
+        self.device = device
+
     def __enter__(self) -> PeakMemory:
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.start = torch.cuda.memory_allocated(self.device) / 2**20
+            return self
         try:
             Path("/proc/self/clear_refs").write_text("5")  # 5: reset the peak RSS
             self.start = _status_mib("VmRSS")
@@ -47,7 +69,10 @@ class PeakMemory:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.peak = _status_mib("VmHWM") if self.start is not None else None
+        if self.device.type == "cuda":
+            self.peak = torch.cuda.max_memory_allocated(self.device) / 2**20
+        else:
+            self.peak = _status_mib("VmHWM") if self.start is not None else None
 
     def __str__(self) -> str:
         if self.peak is None:
@@ -62,8 +87,9 @@ def _status_mib(field: str) -> float:
     raise OSError(f"no {field} in /proc/self/status")
 
 
-def machine() -> str:
-    return (f"{cpu_name()}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads; "
+def machine(device: torch.device = CPU) -> str:
+    gpu = f"{torch.cuda.get_device_name(device)}; " if device.type == "cuda" else ""
+    return (f"{gpu}{cpu_name()}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads; "
             f"Python {platform.python_version()}, torch {torch.__version__}")
 
 
@@ -79,11 +105,11 @@ def versions(*packages: str) -> str:
     return ", ".join(found)
 
 
-def record(title: str, table: str, notes: str = "") -> None:
+def record(title: str, table: str, notes: str = "", device: torch.device = CPU) -> None:
     """Append one run to RESULTS.md with its command, machine, versions and date."""
     command = "python " + " ".join(sys.argv)
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    entry = (f"\n## {title} ({when})\n\n`{command}` at commit {commit()}\n\nMachine: {machine()}.\n"
+    entry = (f"\n## {title} ({when})\n\n`{command}` at commit {commit()}\n\nMachine: {machine(device)}.\n"
              f"Versions: {versions('aiayn', 'transformers', 'ctranslate2')}.\n\n{table}\n")
     if notes:
         entry += f"\n{notes}\n"

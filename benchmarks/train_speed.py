@@ -6,6 +6,7 @@
     python benchmarks/train_speed.py --presets small --record
     python benchmarks/train_speed.py --smoke           # seconds: keeps the script working (CI)
     python benchmarks/train_speed.py --presets small --precision bfloat16   # both under bf16 autocast
+    python benchmarks/train_speed.py --presets base --precision bfloat16 --device cuda   # on a GPU
 
 Prints target tokens per second of each, the ratio, and each one's model FLOP/s as a share of
 the float32 matmul peak measured here (FLOPs counted as 6 x weights x tokens they process).
@@ -19,7 +20,7 @@ import time
 
 import torch
 import torch.nn.functional as F
-from common import PeakMemory, machine, matmul_peak_gflops, record, training_data  # benchmarks/common.py
+from common import CPU, PeakMemory, machine, matmul_peak_gflops, record, synchronize, training_data
 from common import parser as benchmark_parser
 from torch import nn
 
@@ -57,7 +58,7 @@ def reference_step(model: Reference, batch, optimizer: torch.optim.Optimizer,
                    precision: str = "float32") -> torch.Tensor:
     """One update (under bfloat16 autocast if asked); returns the loss per target token (detached)."""
     model.train()
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bfloat16"):
+    with torch.autocast(batch.src.device.type, dtype=torch.bfloat16, enabled=precision == "bfloat16"):
         logits = model(batch.src, batch.tgt_in)
         loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=model.pad_id,
                                label_smoothing=0.1, reduction="sum") / batch.n_tgt_tokens
@@ -80,15 +81,15 @@ def model_flops(config, batches) -> float:
 
 
 def compare(preset: str, batches, vocab_size: int, rounds: int, warmup: int, peak: float,
-            precision: str = "float32") -> dict:
+            precision: str = "float32", device: torch.device = CPU) -> dict:
     config = model_config(preset, vocab_size=vocab_size)
     torch.manual_seed(0)
-    ours = Transformer(config)
-    reference = Reference(config)
+    ours = Transformer(config).to(device)
+    reference = Reference(config).to(device)
     train_config = TrainConfig(precision=precision)
     our_opt, ref_opt = make_optimizer(ours, train_config), make_optimizer(reference, train_config)
-    cpu = torch.device("cpu")
-    run_ours = lambda b: train_step(ours, [b], our_opt, 1e-4, train_config, config.pad_id, cpu)  # noqa: E731
+    batches = [b.to(device) for b in batches]
+    run_ours = lambda b: train_step(ours, [b], our_opt, 1e-4, train_config, config.pad_id, device)  # noqa: E731
     run_reference = lambda b: reference_step(reference, b, ref_opt, precision)  # noqa: E731
     for b in batches[:warmup]:
         run_ours(b)
@@ -100,13 +101,15 @@ def compare(preset: str, batches, vocab_size: int, rounds: int, warmup: int, pea
             start = time.perf_counter()
             for b in batches:
                 run(b)
+            synchronize(device)
             speeds[name].append(tokens / (time.perf_counter() - start))
     flops_per_token = model_flops(config, batches) / tokens
     result = {"preset": preset, "parameters": sum(p.numel() for p in ours.parameters())}
     for name, run in (("aiayn", run_ours), ("reference", run_reference)):  # one more pass each
-        with PeakMemory() as memory:
+        with PeakMemory(device) as memory:
             for b in batches:
                 run(b)
+            synchronize(device)
         result[f"{name}_memory"] = memory
     for name, values in speeds.items():
         result[name] = statistics.median(values)
@@ -122,6 +125,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per system; the median counts")
     parser.add_argument("--precision", choices=("float32", "bfloat16"), default="float32",
                         help="bfloat16: both systems train under bfloat16 autocast (default: float32)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     args = parser.parse_args()
 
     corpus, tokenizer = training_data(args.smoke)
@@ -130,14 +134,16 @@ def main() -> None:
     n = 2 if args.smoke else args.batches
     batches = [collate(b, tokenized, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id) for b in order[:n]]
     presets = ["tiny"] if args.smoke else args.presets
-    peak = matmul_peak_gflops()
-    print(f"{machine()}\nfloat32 matmul peak: {peak:.0f} GFLOP/s; {len(batches)} batches of "
+    device = torch.device(args.device)
+    size, dtype = 8192 if device.type == "cuda" else 1024, getattr(torch, args.precision)
+    peak = matmul_peak_gflops(size, device=device, dtype=dtype)
+    print(f"{machine(device)}\n{args.precision} matmul peak: {peak:,.0f} GFLOP/s; {len(batches)} batches of "
           f"{statistics.mean(b.n_tgt_tokens for b in batches):,.0f} target tokens")
     rows = ["| preset | parameters | aiayn tgt tok/s | reference tgt tok/s | ratio | aiayn MFU "
             "| reference MFU | aiayn peak memory | reference peak memory |", "|---" * 9 + "|"]
     for preset in presets:
         r = compare(preset, batches, tokenizer.vocab_size, 1 if args.smoke else args.rounds,
-                    1 if args.smoke else 2, peak, args.precision)
+                    1 if args.smoke else 2, peak, args.precision, device)
         row = (f"| {preset} | {r['parameters'] / 1e6:.2f}M | {r['aiayn']:,.0f} | {r['reference']:,.0f} | "
                f"{r['ratio']:.2f}x | {r['aiayn_mfu']:.0%} | {r['reference_mfu']:.0%} | {r['aiayn_memory']} | "
                f"{r['reference_memory']} |")
@@ -146,9 +152,10 @@ def main() -> None:
     if args.record and not args.smoke:
         record(f"Training speed ({args.precision}): aiayn vs embeddings + torch.nn.Transformer",
                "\n".join(rows),
-               f"Matmul peak measured in the same run: {peak:.0f} GFLOP/s (float32, 1024^3). Peak memory: "
-               "the process's peak resident memory during one more pass over the batches, reset before each "
-               "system (in brackets: the growth over the memory held when the pass began).")
+               f"Matmul peak measured in the same run: {peak:,.0f} GFLOP/s ({args.precision}, {size}^3). "
+               "Peak memory: the process's peak resident memory (on a GPU: PyTorch's peak allocation "
+               "there) during one more pass over the batches, reset before each system (in brackets: "
+               "the growth over the memory held when the pass began).", device)
 
 
 if __name__ == "__main__":
