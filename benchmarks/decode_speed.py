@@ -11,6 +11,7 @@ batch time.
     python benchmarks/decode_speed.py                  # small preset, all systems, a few minutes
     python benchmarks/decode_speed.py --record         # also append to benchmarks/RESULTS.md
     python benchmarks/decode_speed.py --smoke          # seconds: keeps the script working (CI)
+    python benchmarks/decode_speed.py --device cuda    # on a GPU (no int8 there)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable
 
 import torch
-from common import PeakMemory, machine, matmul_peak_gflops, record, training_data  # benchmarks/common.py
+from common import CPU, PeakMemory, machine, matmul_peak_gflops, record, synchronize, training_data
 from common import parser as benchmark_parser
 
 from aiayn.config import model_config
@@ -36,24 +37,31 @@ from aiayn.tokenizer import Tokenizer
 NO_EOS = -1e4  # logit bias that makes eos (practically) impossible
 
 
-def batch_times(run: Callable[[torch.Tensor], object], batches: list[torch.Tensor]) -> list[float]:
+def batch_times(run: Callable[[torch.Tensor], object], batches: list[torch.Tensor],
+                device: torch.device) -> list[float]:
     run(batches[0])  # warm-up
     times = []
     for src in batches:
         start = time.perf_counter()
         run(src)
+        synchronize(device)
         times.append(time.perf_counter() - start)
     return times
 
 
 def systems(model: Transformer, tokenizer: Tokenizer, new_tokens: int, beam: int, workdir: str,
-            include: set[str]) -> dict[str, Callable[[torch.Tensor], object]]:
-    """name -> function translating one (B, S) batch of ids with exactly `new_tokens` output steps."""
+            include: set[str], device: torch.device = CPU) -> dict[str, Callable[[torch.Tensor], object]]:
+    """name -> function translating one (B, S) batch of ids with exactly `new_tokens` output steps.
+
+    `model` is on the CPU, the batches on `device`; int8 (dynamic quantization) is for CPUs only."""
     c = model.config
     cap = new_tokens - 1  # aiayn's beam search: cap tokens, then the forced eos: new_tokens steps
     run: dict[str, Callable[[torch.Tensor], object]] = {}
-    for name, m in (("aiayn", model), ("aiayn int8", quantize_int8(model)),
-                    ("aiayn bfloat16", copy.deepcopy(model).to(torch.bfloat16))):
+    on_device = model if device.type == "cpu" else copy.deepcopy(model).to(device)
+    ours = [("aiayn", on_device), ("aiayn bfloat16", copy.deepcopy(on_device).to(torch.bfloat16))]
+    if device.type == "cpu":
+        ours.insert(1, ("aiayn int8", quantize_int8(model)))
+    for name, m in ours:
         if beam == 1:
             run[name] = lambda src, m=m: greedy_search(m, src,
                                                        max_output_lengths(src, c.pad_id, fixed=new_tokens))
@@ -63,7 +71,7 @@ def systems(model: Transformer, tokenizer: Tokenizer, new_tokens: int, beam: int
     if "huggingface" in include:
         from aiayn.interop.marian import to_marian
 
-        hf = to_marian(model)
+        hf = to_marian(model).to(device)
         never = [[c.pad_id], [c.bos_id]]
 
         def generate(src: torch.Tensor) -> object:
@@ -81,7 +89,7 @@ def systems(model: Transformer, tokenizer: Tokenizer, new_tokens: int, beam: int
 
         path = export(model, tokenizer, f"{workdir}/ct2")
         for compute_type in ("float32", "int8"):
-            translator = ctranslate2.Translator(str(path), device="cpu", compute_type=compute_type,
+            translator = ctranslate2.Translator(str(path), device=device.type, compute_type=compute_type,
                                                 intra_threads=torch.get_num_threads())
 
             def translate(src: torch.Tensor, translator=translator) -> object:
@@ -114,6 +122,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=32, help="output tokens per sentence")
     parser.add_argument("--systems", nargs="+", default=["huggingface", "ctranslate2"],
                         help="peers to compare with (default: huggingface ctranslate2)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     args = parser.parse_args()
 
     corpus, tokenizer = training_data(args.smoke)
@@ -131,35 +140,39 @@ def main() -> None:
     model = Transformer(model_config(preset, vocab_size=tokenizer.vocab_size, output_bias=True)).eval()
     with torch.no_grad():
         model.output_proj.bias[tokenizer.eos_id] = NO_EOS
-    peak = matmul_peak_gflops()
-    print(f"{machine()}\nfloat32 matmul peak: {peak:.0f} GFLOP/s; {len(lines)} sentences in batches of "
-          f"{args.batch_size}, {new_tokens} new tokens each")
+    device = torch.device(args.device)
+    batches = [b.to(device) for b in batches]
+    size = 8192 if device.type == "cuda" else 1024
+    peak = matmul_peak_gflops(size, device=device)
+    print(f"{machine(device)}\nfloat32 matmul peak: {peak:,.0f} GFLOP/s; {len(lines)} sentences in "
+          f"batches of {args.batch_size}, {new_tokens} new tokens each")
     rows = ["| search | system | output tokens/s | model GFLOP/s (share of float32 peak) "
             "| aiayn float32 speed relative to it | aiayn int8 relative to it "
             "| aiayn bfloat16 relative to it | peak memory |",
             "|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as workdir:
         for beam in (1, 4):
-            run = systems(model, tokenizer, new_tokens, beam, workdir, set(args.systems))
+            run = systems(model, tokenizer, new_tokens, beam, workdir, set(args.systems), device)
             gflop = decode_flops(model.config, batches, beam, new_tokens) / 1e9
             speed, memory = {}, {}
             for name, fn in run.items():
-                with PeakMemory() as memory[name]:
-                    seconds = statistics.median(batch_times(fn, batches))
+                with PeakMemory(device) as memory[name]:
+                    seconds = statistics.median(batch_times(fn, batches, device))
                 speed[name] = args.batch_size * new_tokens / seconds
             search = "greedy" if beam == 1 else f"beam {beam}"
             for name, tokens_per_s in speed.items():
                 flops = gflop * tokens_per_s / (len(lines) * new_tokens)  # GFLOP/s
-                relative = [f"{speed[ours] / tokens_per_s:.2f}x" if ours != name else ""
+                relative = [f"{speed[ours] / tokens_per_s:.2f}x" if ours != name and ours in speed else ""
                             for ours in ("aiayn", "aiayn int8", "aiayn bfloat16")]
                 rows.append(f"| {search} | {name} | {tokens_per_s:,.0f} | {flops:.1f} ({flops / peak:.0%}) | "
                             f"{' | '.join(relative)} | {memory[name]} |")
                 print(rows[-1])
     if args.record and not args.smoke:
         record(f"Decoding speed ({preset}): aiayn vs HuggingFace and CTranslate2", "\n".join(rows),
-               f"Matmul peak measured in the same run: {peak:.0f} GFLOP/s (float32, 1024^3). Peak memory: "
-               "the process's peak resident memory while the system ran, reset before each (in brackets: "
-               "the growth over the memory held when it began).")
+               f"Matmul peak measured in the same run: {peak:,.0f} GFLOP/s (float32, {size}^3). Peak memory: "
+               "the process's peak resident memory (on a GPU: PyTorch's peak allocation there) while the "
+               "system ran, reset before each (in brackets: the growth over the memory held when it began).",
+               device)
 
 
 if __name__ == "__main__":

@@ -4,12 +4,14 @@
 # test_2016_flickr and test_2017_flickr with sacreBLEU.
 #
 #   bash scripts/multi30k.sh en de        # also: de en, en fr
+#   bash scripts/multi30k.sh en de --precision bfloat16   # more options go to `aiayn train`
 #
 # Writes runs/multi30k-SRCTGT/ (checkpoints, metrics.jsonl, averaged/, hypotheses, scores *.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=${1:-en}
 tgt=${2:-de}
+shift $(( $# < 2 ? $# : 2 ))
 
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
@@ -23,7 +25,7 @@ fi
 
 run="runs/multi30k-$src$tgt"
 start=$SECONDS
-aiayn train --config recipes/multi30k-small.toml --src-lang "$src" --tgt-lang "$tgt" --out "$run"
+aiayn train --config recipes/multi30k-small.toml --src-lang "$src" --tgt-lang "$tgt" --out "$run" "$@"
 echo "training took $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s (wall time, data and tokenizer included)"
 aiayn average "$run" --last 5 --out "$run/averaged"
 for test in test_2016_flickr test_2017_flickr; do
