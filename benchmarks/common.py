@@ -29,7 +29,12 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def matmul_peak_gflops(n: int = 1024, repeats: int = 10, device: torch.device = CPU,
+def peak_matrix_size(device: torch.device) -> int:
+    """n of the n x n matmul that measures a device's peak: enough work to keep it busy."""
+    return 8192 if device.type == "cuda" else 1024
+
+
+def matmul_peak_gflops(n: int, repeats: int = 10, device: torch.device = CPU,
                        dtype: torch.dtype = torch.float32) -> float:
     """GFLOP/s of torch.matmul on n x n matrices of `dtype` on `device` (on the CPU with the current
     threads): the peak for MFU."""

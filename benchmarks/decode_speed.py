@@ -23,7 +23,16 @@ import time
 from collections.abc import Callable
 
 import torch
-from common import CPU, PeakMemory, machine, matmul_peak_gflops, record, synchronize, training_data
+from common import (
+    CPU,
+    PeakMemory,
+    machine,
+    matmul_peak_gflops,
+    peak_matrix_size,
+    record,
+    synchronize,
+    training_data,
+)
 from common import parser as benchmark_parser
 
 from aiayn.config import model_config
@@ -142,7 +151,7 @@ def main() -> None:
         model.output_proj.bias[tokenizer.eos_id] = NO_EOS
     device = torch.device(args.device)
     batches = [b.to(device) for b in batches]
-    size = 8192 if device.type == "cuda" else 1024
+    size = peak_matrix_size(device)
     peak = matmul_peak_gflops(size, device=device)
     print(f"{machine(device)}\nfloat32 matmul peak: {peak:,.0f} GFLOP/s; {len(lines)} sentences in "
           f"batches of {args.batch_size}, {new_tokens} new tokens each")

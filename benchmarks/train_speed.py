@@ -20,7 +20,16 @@ import time
 
 import torch
 import torch.nn.functional as F
-from common import CPU, PeakMemory, machine, matmul_peak_gflops, record, synchronize, training_data
+from common import (
+    CPU,
+    PeakMemory,
+    machine,
+    matmul_peak_gflops,
+    peak_matrix_size,
+    record,
+    synchronize,
+    training_data,
+)
 from common import parser as benchmark_parser
 from torch import nn
 
@@ -135,7 +144,7 @@ def main() -> None:
     batches = [collate(b, tokenized, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id) for b in order[:n]]
     presets = ["tiny"] if args.smoke else args.presets
     device = torch.device(args.device)
-    size, dtype = 8192 if device.type == "cuda" else 1024, getattr(torch, args.precision)
+    size, dtype = peak_matrix_size(device), getattr(torch, args.precision)
     peak = matmul_peak_gflops(size, device=device, dtype=dtype)
     print(f"{machine(device)}\n{args.precision} matmul peak: {peak:,.0f} GFLOP/s; {len(batches)} batches of "
           f"{statistics.mean(b.n_tgt_tokens for b in batches):,.0f} target tokens")
