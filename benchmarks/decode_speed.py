@@ -39,8 +39,8 @@ from aiayn.config import model_config
 from aiayn.data.batching import pad
 from aiayn.data.corpora import load_corpus
 from aiayn.decoding import beam_search, greedy_search, max_output_lengths
+from aiayn.inference import mkl_packing_available, pack_float32, quantize_int8
 from aiayn.model import Transformer
-from aiayn.quantize import quantize_int8
 from aiayn.tokenizer import Tokenizer
 
 NO_EOS = -1e4  # logit bias that makes eos (practically) impossible
@@ -68,7 +68,8 @@ def systems(model: Transformer, tokenizer: Tokenizer, new_tokens: int, beam: int
     run: dict[str, Callable[[torch.Tensor], object]] = {}
     on_device = model if device.type == "cpu" else copy.deepcopy(model).to(device)
     ours = [("aiayn", on_device), ("aiayn bfloat16", copy.deepcopy(on_device).to(torch.bfloat16))]
-    if device.type == "cpu":
+    if device.type == "cpu":  # as `aiayn translate` runs there: float32 MKL-packed, or int8
+        ours[0] = ("aiayn", pack_float32(model) if mkl_packing_available() else model)
         ours.insert(1, ("aiayn int8", quantize_int8(model)))
     for name, m in ours:
         if beam == 1:

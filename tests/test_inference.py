@@ -1,0 +1,72 @@
+import copy
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from aiayn.data.batching import pad
+from aiayn.decoding import beam_search, greedy_search
+from aiayn.inference import PackedLinear, mkl_packing_available, pack_float32, quantize_int8
+
+needs_mkl = pytest.mark.skipif(not mkl_packing_available(), reason="this PyTorch has no MKL packed matmul")
+
+
+def _batch(tokenizer, sources):
+    src = pad([s + [tokenizer.eos_id] for s in tokenizer.encode(sources)], tokenizer.pad_id)
+    return src, torch.full((len(sources), 1), tokenizer.bos_id)
+
+
+def test_int8_model_translates_like_the_float_model(reverse_model):
+    model, tokenizer, sources = reverse_model
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # PyTorch's deprecation notices stay inside quantize_int8
+        int8 = quantize_int8(model)
+    src, tgt = _batch(tokenizer, sources[:100])
+    with torch.no_grad():
+        float_logits, int8_logits = model(src, tgt), int8(src, tgt)
+    assert (int8_logits - float_logits).abs().max() < 0.05 * float_logits.abs().max()
+    pairs = zip(greedy_search(int8, src), greedy_search(model, src), strict=True)
+    same = sum(a.tokens == b.tokens for a, b in pairs)
+    assert same >= 90  # int8 rounding may flip a few near ties
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())  # the original is untouched
+    assert type(int8.decoder.layers[0].feed_forward.w1).__module__.startswith("torch.ao.nn.quantized")
+
+
+@needs_mkl
+@torch.inference_mode()
+def test_packed_linear_packs_for_a_row_count_seen_twice_running_and_computes_the_same():
+    torch.manual_seed(0)
+    weight, bias = torch.randn(300, 64), torch.randn(300)
+    linear = PackedLinear(weight, bias)
+    for rows, packed_for in [(5, None), (5, 5), (7, 5), (5, 5), (3, 5), (3, 3)]:
+        x = torch.randn(rows, 1, 64)  # (N, 1, I): rows count all leading dimensions
+        torch.testing.assert_close(linear(x), F.linear(x, weight, bias), rtol=1e-5, atol=1e-4)
+        assert (linear.packed and linear.packed[0]) == packed_for
+    no_bias = PackedLinear(weight, None)
+    x = torch.randn(4, 64)
+    for _ in range(3):
+        torch.testing.assert_close(no_bias(x), x @ weight.T, rtol=1e-5, atol=1e-4)
+    assert no_bias.packed[0] == 4
+    copied = copy.deepcopy(no_bias)  # packs anew: MKL's packing cannot move
+    assert copied.packed is None
+    torch.testing.assert_close(copied(x), x @ weight.T, rtol=1e-5, atol=1e-4)
+
+
+@needs_mkl
+def test_packed_model_translates_exactly_like_the_float_model(reverse_model):
+    model, tokenizer, sources = reverse_model
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    packed = pack_float32(model)
+    src, tgt = _batch(tokenizer, sources[:100])
+    with torch.no_grad():
+        torch.testing.assert_close(packed(src, tgt), model(src, tgt), rtol=1e-5, atol=1e-4)
+    assert [h.tokens for h in greedy_search(packed, src)] == [h.tokens for h in greedy_search(model, src)]
+    assert ([[h.tokens for h in n] for n in beam_search(packed, src, nbest=2)]
+            == [[h.tokens for h in n] for n in beam_search(model, src, nbest=2)])
+    assert packed.output_proj.packed is not None  # the decoding steps ran on packed weights
+    assert packed.decoder.layers[0].self_attn.in_proj.qkv.packed is not None
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())  # the original is untouched
+    with pytest.raises(ValueError, match="float32"):
+        pack_float32(copy.deepcopy(model).to(torch.bfloat16))
