@@ -127,6 +127,16 @@ def test_translate_in_bfloat16_and_its_errors(trained_run, capsys):
     assert "alternatives" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("options, message", [
+    (["--engine", "ctranslate2", "--int8"], "--int8 is for --engine pytorch"),
+    (["--engine", "ctranslate2", "--dtype", "bfloat16"], "--dtype bfloat16 is for --engine pytorch"),
+    (["--compute-type", "int8"], "--compute-type int8 is for --engine ctranslate2"),
+])
+def test_options_of_the_other_engine_are_errors(tmp_path, capsys, options, message):
+    assert main(["translate", str(tmp_path), "a b c", *options]) == 2  # before anything is loaded
+    assert message in capsys.readouterr().err
+
+
 def test_translations_do_not_depend_on_the_batching(trained_run, tmp_path):
     lines = load_corpus("synthetic:reverse:val", "", "").source[:120]
     lines[5] = ""
