@@ -39,7 +39,7 @@ from aiayn.config import model_config
 from aiayn.data.batching import pad
 from aiayn.data.corpora import load_corpus
 from aiayn.decoding import beam_search, greedy_search, max_output_lengths
-from aiayn.inference import mkl_packing_available, pack_float32, quantize_int8
+from aiayn.inference import pack_for_cpu, packing_available, quantize_int8
 from aiayn.model import Transformer
 from aiayn.tokenizer import Tokenizer
 
@@ -66,11 +66,13 @@ def systems(model: Transformer, tokenizer: Tokenizer, new_tokens: int, beam: int
     c = model.config
     cap = new_tokens - 1  # aiayn's beam search: cap tokens, then the forced eos: new_tokens steps
     run: dict[str, Callable[[torch.Tensor], object]] = {}
-    on_device = model if device.type == "cpu" else copy.deepcopy(model).to(device)
-    ours = [("aiayn", on_device), ("aiayn bfloat16", copy.deepcopy(on_device).to(torch.bfloat16))]
-    if device.type == "cpu":  # as `aiayn translate` runs there: float32 MKL-packed, or int8
-        ours[0] = ("aiayn", pack_float32(model) if mkl_packing_available() else model)
+    if device.type == "cpu":  # as `aiayn translate` runs there: packed weights where PyTorch has them
+        ours = [(name, pack_for_cpu(model, t) if packing_available(t) else copy.deepcopy(model).to(t))
+                for name, t in (("aiayn", torch.float32), ("aiayn bfloat16", torch.bfloat16))]
         ours.insert(1, ("aiayn int8", quantize_int8(model)))
+    else:
+        on_device = copy.deepcopy(model).to(device)
+        ours = [("aiayn", on_device), ("aiayn bfloat16", copy.deepcopy(on_device).to(torch.bfloat16))]
     for name, m in ours:
         if beam == 1:
             run[name] = lambda src, m=m: greedy_search(m, src,

@@ -7,9 +7,11 @@ import torch.nn.functional as F
 
 from aiayn.data.batching import pad
 from aiayn.decoding import beam_search, greedy_search
-from aiayn.inference import PackedLinear, mkl_packing_available, pack_float32, quantize_int8
+from aiayn.inference import MKLPackedLinear, pack_for_cpu, packing_available, quantize_int8
 
-needs_mkl = pytest.mark.skipif(not mkl_packing_available(), reason="this PyTorch has no MKL packed matmul")
+needs_mkl = pytest.mark.skipif(not packing_available(torch.float32), reason="no MKL packed matmul here")
+needs_onednn_bf16 = pytest.mark.skipif(not packing_available(torch.bfloat16),
+                                       reason="no oneDNN bfloat16 matmul here")
 
 
 def _batch(tokenizer, sources):
@@ -39,12 +41,12 @@ def test_int8_model_translates_like_the_float_model(reverse_model):
 def test_packed_linear_packs_for_a_row_count_seen_twice_running_and_computes_the_same():
     torch.manual_seed(0)
     weight, bias = torch.randn(300, 64), torch.randn(300)
-    linear = PackedLinear(weight, bias)
+    linear = MKLPackedLinear(weight, bias)
     for rows, packed_for in [(5, None), (5, 5), (7, 5), (5, 5), (3, 5), (3, 3)]:
         x = torch.randn(rows, 1, 64)  # (N, 1, I): rows count all leading dimensions
         torch.testing.assert_close(linear(x), F.linear(x, weight, bias), rtol=1e-5, atol=1e-4)
         assert (linear.packed and linear.packed[0]) == packed_for
-    no_bias = PackedLinear(weight, None)
+    no_bias = MKLPackedLinear(weight, None)
     x = torch.randn(4, 64)
     for _ in range(3):
         torch.testing.assert_close(no_bias(x), x @ weight.T, rtol=1e-5, atol=1e-4)
@@ -58,15 +60,30 @@ def test_packed_linear_packs_for_a_row_count_seen_twice_running_and_computes_the
 def test_packed_model_translates_exactly_like_the_float_model(reverse_model):
     model, tokenizer, sources = reverse_model
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    packed = pack_float32(model)
-    src, tgt = _batch(tokenizer, sources[:100])
-    with torch.no_grad():
-        torch.testing.assert_close(packed(src, tgt), model(src, tgt), rtol=1e-5, atol=1e-4)
-    assert [h.tokens for h in greedy_search(packed, src)] == [h.tokens for h in greedy_search(model, src)]
-    assert ([[h.tokens for h in n] for n in beam_search(packed, src, nbest=2)]
-            == [[h.tokens for h in n] for n in beam_search(model, src, nbest=2)])
+    packed = pack_for_cpu(model)
+    _translates_like(packed, model, tokenizer, sources[:100])
     assert packed.output_proj.packed is not None  # the decoding steps ran on packed weights
     assert packed.decoder.layers[0].self_attn.in_proj.qkv.packed is not None
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())  # the original is untouched
-    with pytest.raises(ValueError, match="float32"):
-        pack_float32(copy.deepcopy(model).to(torch.bfloat16))
+
+
+@needs_onednn_bf16
+def test_bfloat16_packed_model_translates_exactly_like_the_bfloat16_model(reverse_model):
+    model, tokenizer, sources = reverse_model
+    packed, plain = pack_for_cpu(model, torch.bfloat16), copy.deepcopy(model).to(torch.bfloat16)
+    assert packed.output_proj.weight.dtype == torch.bfloat16
+    _translates_like(packed, plain, tokenizer, sources[:100])
+    assert packed.output_proj.packed is not None
+    copied = copy.deepcopy(packed)  # packs anew: a packed weight cannot move
+    assert copied.output_proj.packed is None
+    _translates_like(copied, plain, tokenizer, sources[:10])
+
+
+def _translates_like(packed, model, tokenizer, sources):
+    """The same logits (to rounding) and the same greedy and beam outputs."""
+    src, tgt = _batch(tokenizer, sources)
+    with torch.no_grad():
+        torch.testing.assert_close(packed(src, tgt).float(), model(src, tgt).float(), rtol=1e-5, atol=1e-4)
+    assert [h.tokens for h in greedy_search(packed, src)] == [h.tokens for h in greedy_search(model, src)]
+    assert ([[h.tokens for h in n] for n in beam_search(packed, src, nbest=2)]
+            == [[h.tokens for h in n] for n in beam_search(model, src, nbest=2)])

@@ -76,9 +76,9 @@ def add_inference_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
                         help="pytorch only: the floating-point type the model computes in. bfloat16 is "
                              "faster on GPUs and on CPUs with AMX or AVX512-BF16 units (elsewhere it can "
-                             "be slower); log-probabilities and scores stay float32. float32 on a CPU "
-                             "uses weights packed for MKL's matmul where PyTorch has it: the same "
-                             "results, faster (default: float32)")
+                             "be slower); log-probabilities and scores stay float32. On a CPU, float32 "
+                             "and bfloat16 use weights packed once for MKL's or oneDNN's matmul where "
+                             "PyTorch has them: the same results, faster (default: float32)")
     parser.add_argument("--compute-type", default="default",
                         help="ctranslate2 only: default, float32, int8, ... (default: default)")
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N "
@@ -123,16 +123,17 @@ def load_for_inference(args: argparse.Namespace) -> Inference:
     ck = checkpoint.load(checkpoint.resolve(args.checkpoint), device, with_state=False)
     ck.model.eval()
     where = f"pytorch on {device}, {threads} threads" if device.type == "cpu" else f"pytorch on {device}"
+    dtype = getattr(torch, args.dtype)
     if args.int8:
         if device.type != "cpu":
             raise cfg.ConfigError("--int8 is for CPUs: use --device cpu")
         ck.model, where = inference.quantize_int8(ck.model), where.replace("pytorch", "pytorch int8")
-    elif args.dtype != "float32":
-        ck.model = ck.model.to(getattr(torch, args.dtype))
+    elif device.type == "cpu" and inference.packing_available(dtype):
+        ck.model = inference.pack_for_cpu(ck.model, dtype)  # same results, faster matmuls
+        where = where.replace("pytorch", f"pytorch {args.dtype} packed")
+    elif dtype != torch.float32:
+        ck.model = ck.model.to(dtype)
         where = where.replace("pytorch", f"pytorch {args.dtype}")
-    elif device.type == "cpu" and inference.mkl_packing_available():
-        ck.model = inference.pack_float32(ck.model)  # same results, faster matmuls
-        where = where.replace("pytorch", "pytorch float32 MKL-packed")
     return Inference(lambda lines, config: translate(ck.model, ck.tokenizer, lines, config),
                      decode, ck.model, ck.tokenizer, ck.data.src_lang, ck.data.tgt_lang, where)
 
