@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from aiayn.data.batching import pad
 from aiayn.decoding import beam_search, greedy_search
-from aiayn.inference import MKLPackedLinear, pack_for_cpu, packing_available, quantize_int8
+from aiayn.inference import PACK_AFTER, MKLPackedLinear, pack_for_cpu, packing_available, quantize_int8
 
 needs_mkl = pytest.mark.skipif(not packing_available(torch.float32), reason="no MKL packed matmul here")
 needs_onednn_bf16 = pytest.mark.skipif(not packing_available(torch.bfloat16),
@@ -38,17 +38,21 @@ def test_int8_model_translates_like_the_float_model(reverse_model):
 
 @needs_mkl
 @torch.inference_mode()
-def test_packed_linear_packs_for_a_row_count_seen_twice_running_and_computes_the_same():
+def test_packed_linear_packs_for_a_row_count_that_repeats_and_computes_the_same():
     torch.manual_seed(0)
     weight, bias = torch.randn(300, 64), torch.randn(300)
     linear = MKLPackedLinear(weight, bias)
-    for rows, packed_for in [(5, None), (5, 5), (7, 5), (5, 5), (3, 5), (3, 3)]:
+    n = PACK_AFTER
+    calls = ([(5, None)] * (n - 1) + [(5, 5), (5, 5)]  # (rows of a call, rows packed for after it)
+             + [(7, 5)] * (n - 1) + [(5, 5)]  # 7 rows not often enough running: 5 stays packed
+             + [(3, 5)] * (n - 1) + [(3, 3)])
+    for rows, packed_for in calls:
         x = torch.randn(rows, 1, 64)  # (N, 1, I): rows count all leading dimensions
         torch.testing.assert_close(linear(x), F.linear(x, weight, bias), rtol=1e-5, atol=1e-4)
         assert (linear.packed and linear.packed[0]) == packed_for
     no_bias = MKLPackedLinear(weight, None)
     x = torch.randn(4, 64)
-    for _ in range(3):
+    for _ in range(n + 1):
         torch.testing.assert_close(no_bias(x), x @ weight.T, rtol=1e-5, atol=1e-4)
     assert no_bias.packed[0] == 4
     copied = copy.deepcopy(no_bias)  # packs anew: MKL's packing cannot move

@@ -9,11 +9,12 @@ copies translate only (they are not trained or saved):
   what torch 2.13 ships.)
 - `pack_for_cpu`: the same maths in float32 or bfloat16, with each weight packed once into the
   layout the matmul kernels read, instead of being repacked inside every matmul. Float32 uses
-  MKL, whose packing serves one row count, so a linear map packs for the row count it sees twice
-  running (the steps of a decoding loop: B or B x beam rows) and computes plainly otherwise (the
-  encoder, whose rows are a batch's tokens); bfloat16 uses oneDNN, whose packing serves any row
-  count. Decoding steps of the small preset at 32 rows: float32 matmuls 1.2-1.5x faster, bfloat16
-  ones 1.5-2x.
+  MKL, whose packing serves one row count and costs about as much as 4-6 of the matmuls it
+  speeds up, so a linear map packs for a row count once it has seen it in `PACK_AFTER` calls
+  running (the steps of a decoding loop: B or B x beam rows, until sentences finish) and computes
+  plainly otherwise (the encoder, whose rows are a batch's tokens); bfloat16 uses oneDNN, whose
+  packing serves any row count. Decoding steps of the small preset at 32 rows: float32 matmuls
+  1.2-1.5x faster, bfloat16 ones 1.5-2x.
 
 Shapes: N rows (all leading dimensions together), I in features, O out features.
 """
@@ -62,20 +63,25 @@ class _PackedWeight(nn.Module):
         return {**super().__getstate__(), "packed": None}
 
 
+PACK_AFTER = 4  # calls running with one row count before MKL packs for it (beam search, whose
+# rows shrink as sentences finish, was no faster with 2; greedy decoding gains as much with 4)
+
+
 class MKLPackedLinear(_PackedWeight):
     """y = x W^T + b in float32, with W packed by MKL for the row count x keeps having."""
 
     def __init__(self, weight: Tensor, bias: Tensor | None) -> None:
         super().__init__(weight, bias)
-        self.last_rows = 0  # rows of the latest call computed without packing
+        self.unpacked_rows, self.unpacked_calls = 0, 0  # the latest calls computed without packing
 
     def forward(self, x: Tensor) -> Tensor:
         """(..., I) -> (..., O)."""
         rows = x.numel() // x.size(-1)  # N
         packed = self.packed  # one read: another thread may replace it
         if packed is None or packed[0] != rows:
-            if rows != self.last_rows:  # a row count seen once: not worth packing for
-                self.last_rows = rows
+            same = rows == self.unpacked_rows
+            self.unpacked_rows, self.unpacked_calls = rows, self.unpacked_calls + 1 if same else 1
+            if self.unpacked_calls < PACK_AFTER:
                 return F.linear(x, self.weight, self.bias)
             packed = self.packed = (rows, torch.ops.mkl._mkl_reorder_linear_weight(self.weight, rows))
         return torch.ops.mkl._mkl_linear(x, packed[1], self.weight, self.bias, rows)
