@@ -40,6 +40,15 @@ def test_gradient_flows_only_through_kept_elements_and_seeds_repeat_the_mask():
     assert torch.equal(Dropout(0.2).train()(x), y)
 
 
+def test_bfloat16_keeps_its_type_and_scales_each_kept_element_by_the_exact_factor():
+    torch.manual_seed(4)
+    x = (torch.rand(500, 400) + 0.5).bfloat16()
+    y = Dropout(0.1).train()(x)
+    kept = y != 0
+    assert y.dtype == torch.bfloat16 and abs((~kept).float().mean().item() - 0.1) < 0.003
+    assert torch.equal(y[kept], (x[kept] * (32768 / (32768 - 3277))))  # not a bfloat16-rounded factor
+
+
 def test_rejects_probabilities_outside_zero_to_one():
     with pytest.raises(ValueError, match="dropout probability"):
         Dropout(1.0)
