@@ -21,7 +21,12 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float, ignore_in
 
     Sums, not means: the caller divides by the number of target tokens of the whole update.
     """
-    log_probs = F.log_softmax(logits.float(), dim=-1)  # (N, V)
+    return _smoothed_nll(F.log_softmax(logits.float(), dim=-1), target, epsilon, ignore_index)
+
+
+def _smoothed_nll(log_probs: Tensor, target: Tensor, epsilon: float, ignore_index: int,
+                  ) -> tuple[Tensor, Tensor]:
+    """`label_smoothed_nll` from (N, V) log-probabilities."""
     keep = target != ignore_index  # (N,)
     nll = -log_probs.gather(-1, target[:, None]).squeeze(-1)  # (N,)
     smooth = -log_probs.mean(dim=-1)  # (N,) = 1/V * sum_v -log p(v)
@@ -36,8 +41,9 @@ def output_layer_nll(hidden: Tensor, weight: Tensor, bias: Tensor | None, target
     (N, D) decoder output, (V, D) weight, (V,) bias or None, (N,) target ids -> the same two sums
     as `label_smoothed_nll(F.linear(hidden, weight, bias), ...)`, but the (N, V) logits never
     exist at once: each chunk's logits are made, turned into the loss and, when gradients are
-    wanted, straight into the gradients of hidden, weight and bias, then dropped. The chunk's
-    scores stay in the CPU cache while they are read again, and memory no longer grows with N x V.
+    wanted, straight into the gradients of hidden, weight and bias (the log-probabilities become
+    the softmax in place), in two (chunk, V) buffers that every chunk reuses. The chunk's scores
+    stay in the CPU cache while they are read again, and memory no longer grows with N x V.
     """
     hidden = hidden.to(weight.dtype)  # autocast may have made it lower precision
     with torch.autocast(hidden.device.type, enabled=False):  # computed in the weight's precision
@@ -55,15 +61,21 @@ def _output_layer_nll(hidden: Tensor, weight: Tensor, bias: Tensor | None, targe
     n, v = target.size(0), weight.size(0)
     loss = hidden.new_zeros((), dtype=torch.promote_types(hidden.dtype, torch.float32))
     nll = torch.zeros_like(loss)
+    rows = min(chunk, n)  # every chunk's scores go to the same two buffers: fresh memory once
+    logits_buffer = hidden.new_empty(rows, v, dtype=weight.dtype)  # (chunk, V)
+    log_probs_buffer = hidden.new_empty(rows, v, dtype=torch.float32)  # (chunk, V)
     for start in range(0, n, chunk):
         h, t = hidden[start:start + chunk], target[start:start + chunk]  # (n, D), (n,)
-        logits = F.linear(h, weight, bias)  # (n, V)
-        chunk_loss, chunk_nll = label_smoothed_nll(logits, t, epsilon, ignore_index)
+        logits = torch.matmul(h, weight.t(), out=logits_buffer[:len(t)])  # (n, V)
+        if bias is not None:
+            logits += bias
+        log_probs = torch.log_softmax(logits.float(), dim=-1, out=log_probs_buffer[:len(t)])  # (n, V)
+        chunk_loss, chunk_nll = _smoothed_nll(log_probs, t, epsilon, ignore_index)
         loss += chunk_loss
         nll += chunk_nll
         if grads is None:
             continue
-        grad_logits = logits.float().softmax(dim=-1).sub_(epsilon / v)  # softmax - epsilon/V
+        grad_logits = log_probs.exp_().sub_(epsilon / v)  # softmax - epsilon/V, in place
         grad_logits[torch.arange(len(t)), t] -= 1.0 - epsilon
         grad_logits = grad_logits.mul_((t != ignore_index)[:, None]).to(weight.dtype)  # padding: no gradient
         grad_hidden, grad_weight, grad_bias = grads
