@@ -52,3 +52,16 @@ def test_bfloat16_keeps_its_type_and_scales_each_kept_element_by_the_exact_facto
 def test_rejects_probabilities_outside_zero_to_one():
     with pytest.raises(ValueError, match="dropout probability"):
         Dropout(1.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_output_and_gradient_equal_scaling_then_zeroing_the_dropped_elements(dtype):
+    x = torch.randn(301, 77).to(dtype).requires_grad_()
+    dropout = Dropout(0.1).train()
+    torch.manual_seed(6)
+    y = dropout(x)
+    y.backward(torch.ones_like(y))
+    dropped = y == 0
+    expected = (x.detach() * dropout.scale).masked_fill(dropped, 0.0)
+    assert torch.equal(y.detach(), expected)
+    assert torch.equal(x.grad, torch.full_like(x, dropout.scale).masked_fill(dropped, 0.0))
