@@ -47,6 +47,13 @@ def random_ids(batch: int, length: int, vocab: int = 50, seed: int = 0) -> torch
     return torch.randint(4, vocab, (batch, length), generator=g)
 
 
+def source_ids(tokenizer, lines: list[str]) -> torch.Tensor:
+    """Lines as a (B, S) batch of source ids, each ended by eos, padded as translation does."""
+    from aiayn.data.batching import pad
+
+    return pad([s + [tokenizer.eos_id] for s in tokenizer.encode(lines)], tokenizer.pad_id)
+
+
 @pytest.fixture(scope="session")
 def reverse_model(tmp_path_factory):
     """(model, tokenizer, validation sources) of a tiny model trained for seconds to reverse letters:

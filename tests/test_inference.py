@@ -5,9 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from aiayn.data.batching import pad
 from aiayn.decoding import beam_search, greedy_search
 from aiayn.inference import PACK_AFTER, MKLPackedLinear, pack_for_cpu, packing_available, quantize_int8
+from tests.conftest import source_ids
 
 needs_mkl = pytest.mark.skipif(not packing_available(torch.float32), reason="no MKL packed matmul here")
 needs_onednn_bf16 = pytest.mark.skipif(not packing_available(torch.bfloat16),
@@ -15,8 +15,7 @@ needs_onednn_bf16 = pytest.mark.skipif(not packing_available(torch.bfloat16),
 
 
 def _batch(tokenizer, sources):
-    src = pad([s + [tokenizer.eos_id] for s in tokenizer.encode(sources)], tokenizer.pad_id)
-    return src, torch.full((len(sources), 1), tokenizer.bos_id)
+    return source_ids(tokenizer, sources), torch.full((len(sources), 1), tokenizer.bos_id)
 
 
 def test_int8_model_translates_like_the_float_model(reverse_model):

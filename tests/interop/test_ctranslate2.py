@@ -7,10 +7,9 @@ pytest.importorskip("ctranslate2")
 
 from aiayn.cli import main  # noqa: E402
 from aiayn.config import DecodeConfig  # noqa: E402
-from aiayn.data.batching import pad  # noqa: E402
 from aiayn.decoding import greedy_search, max_output_lengths  # noqa: E402
 from aiayn.interop.ctranslate2 import CTranslate2Translator, export  # noqa: E402
-from tests.conftest import tiny_model  # noqa: E402
+from tests.conftest import source_ids, tiny_model  # noqa: E402
 
 CAP = 39
 
@@ -21,16 +20,12 @@ def exported(reverse_model, tmp_path_factory):
     return export(model, tokenizer, tmp_path_factory.mktemp("ct2"), languages=("xx", "yy"))
 
 
-def padded(ids, pad_id, eos_id):
-    return pad([s + [eos_id] for s in ids], pad_id)
-
-
 def test_greedy_output_equals_aiayn_token_for_token_on_200_sentences(exported, reverse_model):
     model, tokenizer, sources = reverse_model
     lines = sources[:200]
     theirs = CTranslate2Translator(exported, threads=2).translate(
         lines, DecodeConfig(beam_size=1, max_output_len=CAP))
-    src = padded(tokenizer.encode(lines), tokenizer.pad_id, tokenizer.eos_id)
+    src = source_ids(tokenizer, lines)
     mine = greedy_search(model, src, max_output_lengths(src, tokenizer.pad_id, fixed=CAP))
     assert [t[0].tokens for t in theirs] == [h.tokens for h in mine]  # no tolerance needed: 0 of 200 differ
     assert sum(len(h.tokens) for h in mine) > 1000
@@ -56,6 +51,6 @@ def test_pre_norm_gelu_model_with_concatenated_positions_exports_exactly(tmp_pat
     ids = [[5 + (i * 7 + j) % 200 for j in range(3 + i % 6)] for i in range(40)]
     lines = [tokenizer.decode(s) for s in ids]
     theirs = CTranslate2Translator(out).translate(lines, DecodeConfig(beam_size=1, max_output_len=12))
-    src = padded(tokenizer.encode(lines), tokenizer.pad_id, tokenizer.eos_id)
+    src = source_ids(tokenizer, lines)
     mine = greedy_search(model, src, max_output_lengths(src, tokenizer.pad_id, fixed=12))
     assert [t[0].tokens for t in theirs] == [h.tokens for h in mine]
