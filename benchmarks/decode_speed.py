@@ -8,6 +8,12 @@ impossible by a -1e4 logit bias, so every system does 32 decoder steps per sente
 same work. Tokens/s counts output tokens (32 per sentence, whatever the beam), from the median
 batch time.
 
+CTranslate2 runs in processes of its own (ctranslate2_worker.py), one per CPU setting: MKL or
+oneDNN as its GEMM backend, with idle OpenMP threads sleeping (its default) or spinning
+(OMP_WAIT_POLICY=ACTIVE). Each setting is tried on the first 4 batches and the fastest runs them
+all; its row names it. On small virtual machines the default can be several times slower than
+the best (thread wake-ups are slow there), so one fixed setting would understate CTranslate2.
+
     python benchmarks/decode_speed.py                  # small preset, all systems, a few minutes
     python benchmarks/decode_speed.py --record         # also append to benchmarks/RESULTS.md
     python benchmarks/decode_speed.py --smoke          # seconds: keeps the script working (CI)
@@ -17,10 +23,15 @@ batch time.
 from __future__ import annotations
 
 import copy
+import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from common import (
@@ -41,9 +52,18 @@ from aiayn.data.corpora import load_corpus
 from aiayn.decoding import beam_search, greedy_search, max_output_lengths
 from aiayn.inference import pack_for_cpu, packing_available, quantize_int8
 from aiayn.model import Transformer
-from aiayn.tokenizer import Tokenizer
 
 NO_EOS = -1e4  # logit bias that makes eos (practically) impossible
+
+WORKER = Path(__file__).resolve().parent / "ctranslate2_worker.py"
+CT2_SETTINGS = {  # CTranslate2's CPU settings (environment variables read when its library loads)
+    "its default": {},  # MKL on Intel CPUs, oneDNN on others; idle OpenMP threads soon sleep
+    "MKL": {"CT2_USE_MKL": "1"},
+    "oneDNN": {"CT2_USE_MKL": "0"},
+    "MKL, OpenMP threads spin": {"CT2_USE_MKL": "1", "OMP_WAIT_POLICY": "ACTIVE"},
+    "oneDNN, OpenMP threads spin": {"CT2_USE_MKL": "0", "OMP_WAIT_POLICY": "ACTIVE"},
+}
+PROBE_BATCHES = 4  # batches each CPU setting of CTranslate2 is tried on before the full run
 
 
 def batch_times(run: Callable[[torch.Tensor], object], batches: list[torch.Tensor],
@@ -58,9 +78,10 @@ def batch_times(run: Callable[[torch.Tensor], object], batches: list[torch.Tenso
     return times
 
 
-def systems(model: Transformer, tokenizer: Tokenizer, new_tokens: int, beam: int, workdir: str,
-            include: set[str], device: torch.device = CPU) -> dict[str, Callable[[torch.Tensor], object]]:
-    """name -> function translating one (B, S) batch of ids with exactly `new_tokens` output steps.
+def systems(model: Transformer, new_tokens: int, beam: int, huggingface: bool,
+            device: torch.device = CPU) -> dict[str, Callable[[torch.Tensor], object]]:
+    """name -> function translating one (B, S) batch of ids with exactly `new_tokens` output steps,
+    for the systems that run in this process: aiayn's and HuggingFace's.
 
     `model` is on the CPU, the batches on `device`; int8 (dynamic quantization) is for CPUs only."""
     c = model.config
@@ -80,7 +101,7 @@ def systems(model: Transformer, tokenizer: Tokenizer, new_tokens: int, beam: int
         else:
             run[name] = lambda src, m=m: beam_search(m, src, beam, 1, 0.6, "plain",
                                                      max_output_lengths(src, c.pad_id, fixed=cap))
-    if "huggingface" in include:
+    if huggingface:
         from aiayn.interop.marian import to_marian
 
         hf = to_marian(model).to(device)
@@ -94,24 +115,35 @@ def systems(model: Transformer, tokenizer: Tokenizer, new_tokens: int, beam: int
                                    early_stopping=True)
 
         run["huggingface"] = generate
-    if "ctranslate2" in include:
-        import ctranslate2
-
-        from aiayn.interop.ctranslate2 import export
-
-        path = export(model, tokenizer, f"{workdir}/ct2")
-        for compute_type in ("float32", "int8"):
-            translator = ctranslate2.Translator(str(path), device=device.type, compute_type=compute_type,
-                                                intra_threads=torch.get_num_threads())
-
-            def translate(src: torch.Tensor, translator=translator) -> object:
-                pieces = [tokenizer.pieces([t for t in row if t not in (c.pad_id, c.eos_id)])
-                          for row in src.tolist()]
-                return translator.translate_batch(pieces, beam_size=beam, max_decoding_length=new_tokens,
-                                                  min_decoding_length=new_tokens, max_batch_size=len(pieces))
-
-            run[f"ctranslate2 {compute_type}"] = translate
     return run
+
+
+def ctranslate2_runs(path: Path, batches: list[list[list[str]]], beam: int, new_tokens: int,
+                     device: torch.device, settings: list[str]) -> dict[str, tuple[list[float], str]]:
+    """name -> (seconds per batch, peak memory) of CTranslate2 float32 and int8, each run in its own
+    process (ctranslate2_worker.py) at the fastest of `settings` on the first PROBE_BATCHES batches."""
+    compute_types = ["float32", "int8"]
+
+    def worker(setting: str, types: list[str], some: list[list[list[str]]]) -> dict:
+        request = {"model": str(path), "device": device.type, "threads": torch.get_num_threads(),
+                   "beam": beam, "new_tokens": new_tokens, "compute_types": types, "batches": some}
+        env = {k: v for k, v in os.environ.items() if k not in ("CT2_USE_MKL", "OMP_WAIT_POLICY")}
+        done = subprocess.run([sys.executable, str(WORKER)], input=json.dumps(request), capture_output=True,
+                              text=True, env=env | CT2_SETTINGS[setting], cwd=WORKER.parent)
+        if done.returncode != 0:
+            raise RuntimeError(f"{WORKER.name} ({setting}) failed:\n{done.stderr[-2000:]}")
+        return json.loads(done.stdout)
+
+    best = dict.fromkeys(compute_types, settings[0])
+    if len(settings) > 1:
+        probes = {setting: worker(setting, compute_types, batches[:PROBE_BATCHES]) for setting in settings}
+        for t in compute_types:
+            best[t] = min(settings, key=lambda setting: statistics.median(probes[setting][t]["times"]))
+    runs = {}
+    for setting in dict.fromkeys(best.values()):
+        for t, answer in worker(setting, [t for t in compute_types if best[t] == setting], batches).items():
+            runs[f"ctranslate2 {t} ({setting})"] = (answer["times"], answer["memory"])
+    return runs
 
 
 def decode_flops(config, batches: list[torch.Tensor], beam: int, new_tokens: int) -> float:
@@ -163,14 +195,26 @@ def main() -> None:
             "| aiayn bfloat16 relative to it | peak memory |",
             "|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as workdir:
+        if "ctranslate2" in args.systems:
+            from aiayn.interop.ctranslate2 import export
+
+            ct2_model = export(model, tokenizer, f"{workdir}/ct2")
+            pieces = [[tokenizer.pieces([t for t in row if t not in (tokenizer.pad_id, tokenizer.eos_id)])
+                       for row in src.tolist()] for src in batches]
+            # on a CPU the fastest of CTranslate2's settings; on a GPU (or in a smoke run) its default
+            ct2_settings = ["its default"] if device.type != "cpu" or args.smoke else list(CT2_SETTINGS)[1:]
         for beam in (1, 4):
-            run = systems(model, tokenizer, new_tokens, beam, workdir, set(args.systems), device)
+            run = systems(model, new_tokens, beam, "huggingface" in args.systems, device)
             gflop = decode_flops(model.config, batches, beam, new_tokens) / 1e9
             speed, memory = {}, {}
             for name, fn in run.items():
                 with PeakMemory(device) as memory[name]:
                     seconds = statistics.median(batch_times(fn, batches, device))
                 speed[name] = args.batch_size * new_tokens / seconds
+            if "ctranslate2" in args.systems:
+                ct2 = ctranslate2_runs(ct2_model, pieces, beam, new_tokens, device, ct2_settings)
+                for name, (times, memory[name]) in ct2.items():
+                    speed[name] = args.batch_size * new_tokens / statistics.median(times)
             search = "greedy" if beam == 1 else f"beam {beam}"
             for name, tokens_per_s in speed.items():
                 flops = gflop * tokens_per_s / (len(lines) * new_tokens)  # GFLOP/s

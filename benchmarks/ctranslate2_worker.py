@@ -1,0 +1,54 @@
+"""Times CTranslate2 in a process of its own, for `decode_speed.py`.
+
+CTranslate2 reads its CPU settings once, when its library loads: the GEMM backend (`CT2_USE_MKL`)
+and how its OpenMP threads wait for work (`OMP_WAIT_POLICY`). On a small virtual machine these
+settings change its speed several times over, so `decode_speed.py` starts this script once per
+setting, with that setting in the environment, and keeps the fastest. A process of its own also
+keeps CTranslate2's OpenMP threads (its own libgomp) from competing with PyTorch's.
+
+Reads a JSON request on stdin: {"model": directory, "device": "cpu" or "cuda", "threads": n,
+"beam": k, "new_tokens": n, "compute_types": [...], "batches": [[[piece, ...], ...], ...]}.
+Writes a JSON answer on stdout: {compute_type: {"times": [seconds per batch], "memory": "..."}}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import ctranslate2
+from common import PeakMemory
+
+
+def batch_times(translator: ctranslate2.Translator, batches: list[list[list[str]]], beam: int,
+                new_tokens: int) -> list[float]:
+    """Seconds for each batch after one warm-up batch, every output exactly `new_tokens` long."""
+    def translate(batch: list[list[str]]) -> object:
+        return translator.translate_batch(batch, beam_size=beam, max_batch_size=len(batch),
+                                          max_decoding_length=new_tokens, min_decoding_length=new_tokens)
+
+    translate(batches[0])
+    times = []
+    for batch in batches:
+        start = time.perf_counter()
+        translate(batch)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def main() -> None:
+    request = json.load(sys.stdin)
+    answer = {}
+    for compute_type in request["compute_types"]:
+        translator = ctranslate2.Translator(request["model"], device=request["device"],
+                                            compute_type=compute_type, intra_threads=request["threads"])
+        with PeakMemory() as memory:
+            times = batch_times(translator, request["batches"], request["beam"], request["new_tokens"])
+        answer[compute_type] = {"times": times, "memory": str(memory)}
+        del translator
+    json.dump(answer, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
