@@ -9,10 +9,11 @@ same work. Tokens/s counts output tokens (32 per sentence, whatever the beam), f
 batch time.
 
 CTranslate2 runs in processes of its own (ctranslate2_worker.py), one per CPU setting: MKL or
-oneDNN as its GEMM backend, with idle OpenMP threads sleeping (its default) or spinning
-(OMP_WAIT_POLICY=ACTIVE). Each setting is tried on the first 4 batches and the fastest runs them
-all; its row names it. On small virtual machines the default can be several times slower than
-the best (thread wake-ups are slow there), so one fixed setting would understate CTranslate2.
+oneDNN as its GEMM backend; as many threads as PyTorch, with idle OpenMP threads sleeping (its
+default) or spinning (OMP_WAIT_POLICY=ACTIVE), or one thread. Each setting is tried on the first
+4 batches and the fastest runs them all; its row names it. On small virtual machines the default
+can be several times slower than the best (thread wake-ups are slow there), so one fixed setting
+would understate CTranslate2.
 
     python benchmarks/decode_speed.py                  # small preset, all systems, a few minutes
     python benchmarks/decode_speed.py --record         # also append to benchmarks/RESULTS.md
@@ -56,12 +57,14 @@ from aiayn.model import Transformer
 NO_EOS = -1e4  # logit bias that makes eos (practically) impossible
 
 WORKER = Path(__file__).resolve().parent / "ctranslate2_worker.py"
-CT2_SETTINGS = {  # CTranslate2's CPU settings (environment variables read when its library loads)
-    "its default": {},  # MKL on Intel CPUs, oneDNN on others; idle OpenMP threads soon sleep
-    "MKL": {"CT2_USE_MKL": "1"},
-    "oneDNN": {"CT2_USE_MKL": "0"},
-    "MKL, OpenMP threads spin": {"CT2_USE_MKL": "1", "OMP_WAIT_POLICY": "ACTIVE"},
-    "oneDNN, OpenMP threads spin": {"CT2_USE_MKL": "0", "OMP_WAIT_POLICY": "ACTIVE"},
+CT2_SETTINGS = {  # CTranslate2's CPU settings: environment read when its library loads, intra_threads
+    "its default": ({}, None),  # MKL on Intel CPUs, oneDNN on others; idle OpenMP threads soon sleep
+    "MKL": ({"CT2_USE_MKL": "1"}, None),  # None: as many threads as PyTorch has
+    "MKL, OpenMP threads spin": ({"CT2_USE_MKL": "1", "OMP_WAIT_POLICY": "ACTIVE"}, None),
+    "MKL, 1 thread": ({"CT2_USE_MKL": "1"}, 1),
+    "oneDNN": ({"CT2_USE_MKL": "0"}, None),
+    "oneDNN, OpenMP threads spin": ({"CT2_USE_MKL": "0", "OMP_WAIT_POLICY": "ACTIVE"}, None),
+    "oneDNN, 1 thread": ({"CT2_USE_MKL": "0"}, 1),
 }
 PROBE_BATCHES = 4  # batches each CPU setting of CTranslate2 is tried on before the full run
 
@@ -125,11 +128,12 @@ def ctranslate2_runs(path: Path, batches: list[list[list[str]]], beam: int, new_
     compute_types = ["float32", "int8"]
 
     def worker(setting: str, types: list[str], some: list[list[list[str]]]) -> dict:
-        request = {"model": str(path), "device": device.type, "threads": torch.get_num_threads(),
+        setting_env, threads = CT2_SETTINGS[setting]
+        request = {"model": str(path), "device": device.type, "threads": threads or torch.get_num_threads(),
                    "beam": beam, "new_tokens": new_tokens, "compute_types": types, "batches": some}
         env = {k: v for k, v in os.environ.items() if k not in ("CT2_USE_MKL", "OMP_WAIT_POLICY")}
         done = subprocess.run([sys.executable, str(WORKER)], input=json.dumps(request), capture_output=True,
-                              text=True, env=env | CT2_SETTINGS[setting], cwd=WORKER.parent)
+                              text=True, env=env | setting_env, cwd=WORKER.parent)
         if done.returncode != 0:
             raise RuntimeError(f"{WORKER.name} ({setting}) failed:\n{done.stderr[-2000:]}")
         return json.loads(done.stdout)
