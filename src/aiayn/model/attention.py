@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from aiayn.model.padding import Padder
+
 
 def attention_reference(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
                         dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
@@ -93,9 +95,15 @@ class MultiHeadAttention(nn.Module):
         b, t, _ = x.shape
         return x.view(b, t, n, self.n_heads, self.d_k).permute(2, 0, 3, 1, 4)
 
-    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Self-attention: (B, T, D) -> q, k, v, each (B, H, T, K)."""
-        q, k, v = self._heads(self.in_proj(x), 3)
+    def project_qkv(self, x: Tensor, padder: Padder | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention: (B, T, D) -> q, k, v, each (B, H, T, K).
+
+        With a `padder`, x holds only the real tokens (N, D); they are projected, then placed on
+        the (B, T) grid, with zeros at the padding (which the mask hides)."""
+        qkv = self.in_proj(x)  # (B, T, 3D), or (N, 3D)
+        if padder is not None:
+            qkv = padder.restore(qkv)
+        q, k, v = self._heads(qkv, 3)
         return q, k, v
 
     def project_q(self, x: Tensor) -> Tensor:
@@ -108,10 +116,11 @@ class MultiHeadAttention(nn.Module):
         return k, v
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
-               need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+               need_weights: bool = False, padder: Padder | None = None) -> tuple[Tensor, Tensor | None]:
         """Attention per head, heads concatenated, then W^O.
 
-        -> (B, Tq, D), and the weights (B, H, Tq, Tk) when `need_weights`, else None.
+        -> (B, Tq, D), and the weights (B, H, Tq, Tk) when `need_weights`, else None. With a
+        `padder`, W^O maps only the real tokens' rows: -> (N, D).
 
         q may have R times as many rows as k and v, one position each: then R consecutive query
         rows share one row of keys and values (the beams of one sentence attending to its source)
@@ -125,6 +134,8 @@ class MultiHeadAttention(nn.Module):
         heads, weights = attention(q, k, v, mask, dropout_p, need_weights)  # (B, H, Tq, K)
         b, h, t, _ = heads.shape
         concat = heads.transpose(1, 2).reshape(b, t, self.d_model)  # (B, Tq, H*K)
+        if padder is not None:
+            concat = padder.remove(concat)  # (N, H*K)
         out = self.out_proj(concat)
         if rows != b:  # back to one row per query
             out = out.view(rows, 1, self.d_model)
@@ -132,10 +143,13 @@ class MultiHeadAttention(nn.Module):
         return out, weights
 
     def forward(self, x: Tensor, memory: Tensor | None = None, mask: Tensor | None = None,
-                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        """Self-attention over x when `memory` is None, else x attends to memory. -> (B, Tq, D), weights."""
+                need_weights: bool = False, padder: Padder | None = None) -> tuple[Tensor, Tensor | None]:
+        """Self-attention over x when `memory` is None, else x attends to memory. -> (B, Tq, D), weights.
+
+        Self-attention with a `padder` takes and returns the real tokens only: (N, D) -> (N, D).
+        """
         if memory is None:
-            q, k, v = self.project_qkv(x)
+            q, k, v = self.project_qkv(x, padder)
         else:
             q, (k, v) = self.project_q(x), self.project_kv(memory)
-        return self.attend(q, k, v, mask, need_weights)
+        return self.attend(q, k, v, mask, need_weights, padder)

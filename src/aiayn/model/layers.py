@@ -15,6 +15,7 @@ from aiayn.model.attention import MultiHeadAttention
 from aiayn.model.cache import KVCache
 from aiayn.model.dropout import Dropout
 from aiayn.model.feed_forward import FeedForward
+from aiayn.model.padding import Padder
 
 
 class Residual(nn.Module):
@@ -51,9 +52,14 @@ class EncoderLayer(nn.Module):
         self.feed_forward = _feed_forward(config)
         self.self_attn_res, self.feed_forward_res = Residual(config), Residual(config)
 
-    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        """(B, S, D), padding mask (B, 1, 1, S) -> (B, S, D), weights (B, H, S, S) or None."""
-        h, weights = self.self_attn(self.self_attn_res.input(x), mask=mask, need_weights=need_weights)
+    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False,
+                padder: Padder | None = None) -> tuple[Tensor, Tensor | None]:
+        """(B, S, D), padding mask (B, 1, 1, S) -> (B, S, D), weights (B, H, S, S) or None.
+
+        With a `padder`, x and the result are the real tokens only, (N, D) (see padding.py).
+        """
+        h, weights = self.self_attn(self.self_attn_res.input(x), mask=mask, need_weights=need_weights,
+                                    padder=padder)
         x = self.self_attn_res.output(x, h)
         x = self.feed_forward_res.output(x, self.feed_forward(self.feed_forward_res.input(x)))
         return x, weights

@@ -25,6 +25,7 @@ from aiayn.model.dropout import Dropout
 from aiayn.model.embedding import TokenEmbedding
 from aiayn.model.layers import DecoderLayer, EncoderLayer
 from aiayn.model.masks import causal_mask, padding_mask
+from aiayn.model.padding import Padder
 from aiayn.model.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
 
@@ -50,12 +51,17 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_encoder_layers))
         self.final_norm = final_norm(config)
 
-    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, list]:
+    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False,
+                padder: Padder | None = None) -> tuple[Tensor, list]:
+        """(B, S, D) -> (B, S, D); with a `padder`, the layers compute on the real tokens only."""
+        if padder is not None:
+            x = padder.remove(x)  # (N, D)
         weights = []
         for layer in self.layers:
-            x, w = layer(x, mask, need_weights)
+            x, w = layer(x, mask, need_weights, padder)
             weights.append(w)
-        return self.final_norm(x), weights
+        x = self.final_norm(x)
+        return (x if padder is None else padder.restore(x)), weights
 
 
 class Decoder(nn.Module):
@@ -108,7 +114,9 @@ class Transformer(nn.Module):
 
     def _encode(self, src: Tensor, need_weights: bool = False) -> tuple[Tensor, list]:
         x = self.embed(src, self.src_embed)
-        return self.encoder(x, padding_mask(src, self.config.pad_id), need_weights)
+        padder = Padder.of(src, self.config.pad_id)  # attention maps keep every position's row
+        use = padder.fraction > 0 and not need_weights
+        return self.encoder(x, padding_mask(src, self.config.pad_id), need_weights, padder if use else None)
 
     def decode(self, tgt: Tensor, memory: Tensor | None, src: Tensor,
                cache: DecoderCache | None = None) -> Tensor:
