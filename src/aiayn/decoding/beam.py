@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_logits
+from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_log_probs
 from aiayn.model import Transformer
 
 NEG_INF = float("-inf")
@@ -92,9 +92,9 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
 
     for step in range(width - 1):
         b = len(active)
-        logits, normaliser = next_logits(model, tokens[:, :, -1].reshape(b * k), src, cache)  # (B*K, V)
+        log_probs = next_log_probs(model, tokens[:, :, -1].reshape(b * k), src, cache)  # (B*K, V)
         # Score so far + log-probability of each next token, in place: no new (B*K, V) tensor.
-        totals = logits.sub_(normaliser).view(b, k, -1).add_(scores[:, :, None])  # (B, K, V)
+        totals = log_probs.view(b, k, -1).add_(scores[:, :, None])  # (B, K, V)
         at_limit = step >= max_lengths[active]  # (B,): max_lengths tokens made, eos must follow
         if at_limit.any():
             totals[at_limit] += only_eos

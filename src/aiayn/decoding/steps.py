@@ -33,12 +33,28 @@ def next_logits(model: Transformer, last_tokens: Tensor, src: Tensor,
     """Scores of the next token after `last_tokens` (B,), one cached step.
 
     -> logits (B, V), and their log-normaliser logsumexp (B, 1): log-probability = logit - it.
-    Padding and bos are never outputs (never targets in training), so their logits are set to -inf,
-    after the normaliser is taken over the full vocabulary, as log_softmax would. The searches
-    normalise only what they need: greedy decoding the chosen token, beam search every row.
+    Greedy decoding needs the log-probability of the chosen token only, so it normalises that one.
     """
-    hidden = model.decode(last_tokens[:, None], None, src, cache)  # (B, 1, D)
-    logits = model.logits(hidden)[:, -1].float()  # (B, V)
+    logits = _step_logits(model, last_tokens, src, cache)  # (B, V)
     normaliser = logits.logsumexp(dim=-1, keepdim=True)  # (B, 1)
-    logits[:, [model.config.pad_id, model.config.bos_id]] = float("-inf")
-    return logits, normaliser
+    return _never_outputs(model, logits), normaliser
+
+
+def next_log_probs(model: Transformer, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> Tensor:
+    """Log-probabilities of the next token after `last_tokens` (B,), one cached step. -> (B, V)
+
+    Beam search needs every row normalised: log_softmax does it in one fused pass over the scores.
+    """
+    return _never_outputs(model, _step_logits(model, last_tokens, src, cache).log_softmax(dim=-1))
+
+
+def _step_logits(model: Transformer, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> Tensor:
+    hidden = model.decode(last_tokens[:, None], None, src, cache)  # (B, 1, D)
+    return model.logits(hidden)[:, -1].float()  # (B, V)
+
+
+def _never_outputs(model: Transformer, scores: Tensor) -> Tensor:
+    """Padding and bos are never outputs (never targets in training): their scores become -inf,
+    in place, after normalising over the full vocabulary, as log_softmax in training does."""
+    scores[:, [model.config.pad_id, model.config.bos_id]] = float("-inf")
+    return scores
