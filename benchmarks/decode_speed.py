@@ -6,7 +6,8 @@ new tokens. (bfloat16 pays on CPUs with AMX or AVX512-BF16 units; on others it c
 All systems run the same weights (one random model, converted exactly), and eos is made
 impossible by a -1e4 logit bias, so every system does 32 decoder steps per sentence and the
 same work. Tokens/s counts output tokens (32 per sentence, whatever the beam), from the median
-batch time.
+batch time over 3 rounds; in each round every system translates all batches in turn, so that
+drifts in the machine's speed (10% within minutes on shared virtual machines) hit all alike.
 
 CTranslate2 runs in processes of its own (ctranslate2_worker.py), one per CPU setting: MKL or
 oneDNN as its GEMM backend; as many threads as PyTorch, with idle OpenMP threads sleeping (its
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -121,33 +123,48 @@ def systems(model: Transformer, new_tokens: int, beam: int, huggingface: bool,
     return run
 
 
-def ctranslate2_runs(path: Path, batches: list[list[list[str]]], beam: int, new_tokens: int,
-                     device: torch.device, settings: list[str]) -> dict[str, tuple[list[float], str]]:
-    """name -> (seconds per batch, peak memory) of CTranslate2 float32 and int8, each run in its own
-    process (ctranslate2_worker.py) at the fastest of `settings` on the first PROBE_BATCHES batches."""
-    compute_types = ["float32", "int8"]
+class CTranslate2Runs:
+    """CTranslate2 float32 and int8 for one search, each timed in processes of its own
+    (ctranslate2_worker.py), at the setting of CT2_SETTINGS that `choose` finds fastest."""
 
-    def worker(setting: str, types: list[str], some: list[list[list[str]]]) -> dict:
+    compute_types = ("float32", "int8")
+
+    def __init__(self, path: Path, batches: list[list[list[str]]], beam: int, new_tokens: int,
+                 device: torch.device) -> None:
+        self.path, self.batches, self.device = path, batches, device
+        self.beam, self.new_tokens = beam, new_tokens
+        self.best = dict.fromkeys(self.compute_types, "its default")  # compute type -> setting
+
+    def choose(self, settings: list[str]) -> None:
+        """Each compute type's fastest of `settings`, on the first PROBE_BATCHES batches."""
+        if len(settings) == 1:
+            self.best = dict.fromkeys(self.compute_types, settings[0])
+            return
+        probes = {setting: self._worker(setting, self.compute_types, self.batches[:PROBE_BATCHES])
+                  for setting in settings}
+        for t in self.compute_types:
+            self.best[t] = min(settings, key=lambda setting: statistics.median(probes[setting][t]["times"]))
+
+    def run(self) -> dict[str, tuple[list[float], str]]:
+        """name -> (seconds per batch, peak memory of its process) over all batches."""
+        runs = {}
+        for setting in dict.fromkeys(self.best.values()):
+            types = [t for t in self.compute_types if self.best[t] == setting]
+            for t, answer in self._worker(setting, types, self.batches).items():
+                runs[f"ctranslate2 {t} ({setting})"] = (answer["times"], answer["memory"])
+        return runs
+
+    def _worker(self, setting: str, types: list[str], batches: list[list[list[str]]]) -> dict:
         setting_env, threads = CT2_SETTINGS[setting]
-        request = {"model": str(path), "device": device.type, "threads": threads or torch.get_num_threads(),
-                   "beam": beam, "new_tokens": new_tokens, "compute_types": types, "batches": some}
+        request = {"model": str(self.path), "device": self.device.type, "compute_types": list(types),
+                   "threads": threads or torch.get_num_threads(), "beam": self.beam,
+                   "new_tokens": self.new_tokens, "batches": batches}
         env = {k: v for k, v in os.environ.items() if k not in ("CT2_USE_MKL", "OMP_WAIT_POLICY")}
         done = subprocess.run([sys.executable, str(WORKER)], input=json.dumps(request), capture_output=True,
                               text=True, env=env | setting_env, cwd=WORKER.parent)
         if done.returncode != 0:
             raise RuntimeError(f"{WORKER.name} ({setting}) failed:\n{done.stderr[-2000:]}")
         return json.loads(done.stdout)
-
-    best = dict.fromkeys(compute_types, settings[0])
-    if len(settings) > 1:
-        probes = {setting: worker(setting, compute_types, batches[:PROBE_BATCHES]) for setting in settings}
-        for t in compute_types:
-            best[t] = min(settings, key=lambda setting: statistics.median(probes[setting][t]["times"]))
-    runs = {}
-    for setting in dict.fromkeys(best.values()):
-        for t, answer in worker(setting, [t for t in compute_types if best[t] == setting], batches).items():
-            runs[f"ctranslate2 {t} ({setting})"] = (answer["times"], answer["memory"])
-    return runs
 
 
 def decode_flops(config, batches: list[torch.Tensor], beam: int, new_tokens: int) -> float:
@@ -171,13 +188,15 @@ def main() -> None:
     parser.add_argument("--systems", nargs="+", default=["huggingface", "ctranslate2"],
                         help="peers to compare with (default: huggingface ctranslate2)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="passes over the batches per system, systems alternating (default: 3)")
     args = parser.parse_args()
 
     corpus, tokenizer = training_data(args.smoke)
     if args.smoke:
-        preset, sentences, new_tokens, lines = "tiny", 64, 8, corpus.source
+        preset, sentences, new_tokens, lines, rounds = "tiny", 64, 8, corpus.source, 1
     else:
-        preset, sentences, new_tokens = args.preset, args.sentences, args.new_tokens
+        preset, sentences, new_tokens, rounds = args.preset, args.sentences, args.new_tokens, args.rounds
         lines = load_corpus("multi30k:test_2016_flickr", "en", "de").source
     lines = lines[:sentences]
     ids = [s + [tokenizer.eos_id] for s in tokenizer.encode(lines)]
@@ -209,16 +228,21 @@ def main() -> None:
             ct2_settings = ["its default"] if device.type != "cpu" or args.smoke else list(CT2_SETTINGS)[1:]
         for beam in (1, 4):
             run = systems(model, new_tokens, beam, "huggingface" in args.systems, device)
-            gflop = decode_flops(model.config, batches, beam, new_tokens) / 1e9
-            speed, memory = {}, {}
-            for name, fn in run.items():
-                with PeakMemory(device) as memory[name]:
-                    seconds = statistics.median(batch_times(fn, batches, device))
-                speed[name] = args.batch_size * new_tokens / seconds
+            ct2 = None
             if "ctranslate2" in args.systems:
-                ct2 = ctranslate2_runs(ct2_model, pieces, beam, new_tokens, device, ct2_settings)
-                for name, (times, memory[name]) in ct2.items():
-                    speed[name] = args.batch_size * new_tokens / statistics.median(times)
+                ct2 = CTranslate2Runs(ct2_model, pieces, beam, new_tokens, device)
+                ct2.choose(ct2_settings)
+            gflop = decode_flops(model.config, batches, beam, new_tokens) / 1e9
+            times, memory = defaultdict(list), {}
+            for _ in range(rounds):  # alternate, so that drifts in machine speed hit every system alike
+                for name, fn in run.items():
+                    with PeakMemory(device) as peak_memory:
+                        times[name] += batch_times(fn, batches, device)
+                    memory.setdefault(name, peak_memory)
+                for name, (seconds, peak_memory) in (ct2.run() if ct2 else {}).items():
+                    times[name] += seconds
+                    memory.setdefault(name, peak_memory)
+            speed = {name: args.batch_size * new_tokens / statistics.median(t) for name, t in times.items()}
             search = "greedy" if beam == 1 else f"beam {beam}"
             for name, tokens_per_s in speed.items():
                 flops = gflop * tokens_per_s / (len(lines) * new_tokens)  # GFLOP/s
@@ -231,7 +255,9 @@ def main() -> None:
         record(f"Decoding speed ({preset}): aiayn vs HuggingFace and CTranslate2", "\n".join(rows),
                f"Matmul peak measured in the same run: {peak:,.0f} GFLOP/s (float32, {size}^3). Peak memory: "
                "the process's peak resident memory (on a GPU: PyTorch's peak allocation there) while the "
-               "system ran, reset before each (in brackets: the growth over the memory held when it began).",
+               "system ran its first round, reset before each (in brackets: the growth over the memory held "
+               "when it began); for CTranslate2, that of its own process (which loads PyTorch but no aiayn "
+               "or HuggingFace model).",
                device)
 
 
