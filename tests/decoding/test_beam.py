@@ -72,6 +72,9 @@ class ScriptedCache:
     def reorder(self, rows):
         self.histories = [self.histories[i] for i in rows.tolist()]
 
+    def fan_out(self, r):
+        self.histories, self.r = [h for h in self.histories for _ in range(r)], r
+
     def select(self, sentences):
         self.reorder(torch.tensor([s * self.r + i for s in sentences.tolist() for i in range(self.r)]))
 

@@ -91,6 +91,22 @@ def test_reordering_the_cache_gives_each_row_the_history_of_the_row_it_continues
     assert torch.equal(cache.self_attn[0].k[:, :, :3], before[0][0][rows])
 
 
+def test_fanning_out_a_cache_equals_decoding_every_row_from_the_start():
+    model = tiny_model()
+    src, tgt = random_ids(2, 5), random_ids(2, 3, seed=1)
+    fanned = model.init_cache(model.encode(src), capacity=8)  # one row per sentence, then 3
+    wide = model.init_cache(model.encode(src), capacity=8, rows_per_sentence=3)
+    for i in range(2):  # two steps alike for the 3 rows of a sentence
+        model.decode(tgt[:, i:i + 1], None, src, fanned)
+        model.decode(tgt[:, i:i + 1].repeat_interleave(3, 0), None, src, wide)
+    fanned.fan_out(3)
+    assert fanned.rows_per_sentence == 3 and len(fanned.self_attn[0].k) == 6
+    nxt = random_ids(6, 1, seed=2)  # each of the 6 rows goes its own way from here
+    mine = model.logits(model.decode(nxt, None, src, fanned))
+    reference = model.logits(model.decode(nxt, None, src, wide))
+    assert torch.allclose(mine, reference, atol=1e-5)
+
+
 def test_tied_weights_are_one_tensor_three_ways():
     model = Transformer(model_config("tiny"))
     assert model.src_embed.weight is model.tgt_embed.weight

@@ -83,18 +83,20 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
     only_eos[c.eos_id] = 0.0
 
     # The encoder and the cross-attention keys and values: once per sentence, shared by its K beams.
-    cache = model.init_cache(model.encode(src), capacity=min(width, 256), rows_per_sentence=k)
+    # The K beams start equal (bos), so the first step runs one row per sentence, then fans out.
+    cache = model.init_cache(model.encode(src), capacity=min(width, 256))
     active = torch.arange(n, device=device)  # sentences still searching
     scores = torch.full((n, k), NEG_INF, device=device)
-    scores[:, 0] = 0.0  # the K beams start equal: expand only the first
+    scores[:, 0] = 0.0  # expand only the first of the equal beams
     tokens = torch.full((n, k, 1), c.bos_id, dtype=torch.long, device=device)  # live, (B, K, L)
     final = Finished(n, k, width, c.pad_id, device)
 
     for step in range(width - 1):
-        b = len(active)
-        log_probs = next_log_probs(model, tokens[:, :, -1].reshape(b * k), src, cache)  # (B*K, V)
-        # Score so far + log-probability of each next token, in place: no new (B*K, V) tensor.
-        totals = log_probs.view(b, k, -1).add_(scores[:, :, None])  # (B, K, V)
+        b, rows_now = len(active), 1 if step == 0 else k  # decoder rows per sentence this step
+        log_probs = next_log_probs(model, tokens[:, :rows_now, -1].reshape(b * rows_now), src, cache)
+        # Score so far + log-probability of each next token, (B, K, V): in place after the first step.
+        log_probs = log_probs.view(b, rows_now, -1)
+        totals = log_probs.add_(scores[:, :, None]) if rows_now == k else log_probs + scores[:, :, None]
         at_limit = step >= max_lengths[active]  # (B,): max_lengths tokens made, eos must follow
         if at_limit.any():
             totals[at_limit] += only_eos
@@ -113,8 +115,10 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
         beams = cand_beams.gather(1, keep)  # (B, K)
         tokens = torch.cat([tokens.gather(1, beams[:, :, None].expand(-1, -1, tokens.size(2))),
                             cand_tokens.gather(1, keep)[:, :, None]], dim=2)  # (B, K, L+1)
-        rows = (torch.arange(b, device=device)[:, None] * k + beams).flatten()  # (B*K,)
-        cache.reorder(rows)
+        if step == 0:
+            cache.fan_out(k)  # every beam continues bos: each starts as a copy of its sentence's row
+        else:
+            cache.reorder((torch.arange(b, device=device)[:, None] * k + beams).flatten())  # (B*K,)
 
         done = final.full(active) | at_limit  # (B,)
         if done.all():

@@ -92,6 +92,17 @@ class DecoderCache:
             for kv in self.self_attn:
                 kv.copy_rows(rows[moved], moved)
 
+    def fan_out(self, r: int) -> None:
+        """Give each sentence r rows, each a copy of its one row so far (beam search: the K beams,
+        after a first step computed once per sentence)."""
+        if self.rows_per_sentence != 1:
+            raise ValueError(f"fan_out needs one row per sentence, not {self.rows_per_sentence}")
+        sentences = self.cross_attn[0][0]  # (B, H, S, K)
+        rows = torch.arange(len(sentences), device=sentences.device).repeat_interleave(r)  # (B*r,)
+        for kv in self.self_attn:
+            kv.select(rows)  # (B*r, H, L, K)
+        self.rows_per_sentence = r
+
     def select(self, sentences: Tensor) -> None:
         """Keep only `sentences` (B',), with all their rows (for example when finished sentences
         leave the batch)."""
