@@ -133,7 +133,9 @@ def commit() -> str:
         return run.stdout.strip()
 
     head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + (" + changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ":(top)",
+                  ":(top,exclude)benchmarks/RESULTS.md")  # an earlier run's record is no code change
+    return head + (" + changes" if changed else "")
 
 
 def data_dir() -> None:
