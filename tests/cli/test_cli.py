@@ -131,6 +131,7 @@ def test_translate_in_bfloat16_and_its_errors(trained_run, capsys):
     (["--engine", "ctranslate2", "--int8"], "--int8 is for --engine pytorch"),
     (["--engine", "ctranslate2", "--dtype", "bfloat16"], "--dtype bfloat16 is for --engine pytorch"),
     (["--compute-type", "int8"], "--compute-type int8 is for --engine ctranslate2"),
+    (["--engine", "ctranslate2", "--penalty-form", "gnmt"], "--penalty-form gnmt is for --engine pytorch"),
 ])
 def test_options_of_the_other_engine_are_errors(tmp_path, capsys, options, message):
     assert main(["translate", str(tmp_path), "a b c", *options]) == 2  # before anything is loaded

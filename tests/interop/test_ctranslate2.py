@@ -39,6 +39,12 @@ def test_translate_engine_ctranslate2_from_the_command_line(exported, tmp_path, 
     assert CTranslate2Translator(exported).languages == ("xx", "yy")
 
 
+def test_evaluate_with_ctranslate2_reports_its_plain_length_penalty(exported, capsys):
+    assert main(["evaluate", str(exported), "--engine", "ctranslate2", "--test", "synthetic:reverse:val",
+                 "--beam-size", "2", "--src-lang", "xx", "--tgt-lang", "yy"]) == 0
+    assert "length penalty 0.6 (plain)" in capsys.readouterr().out
+
+
 def test_pre_norm_gelu_model_with_concatenated_positions_exports_exactly(tmp_path):
     from aiayn.tokenizer import Tokenizer
 

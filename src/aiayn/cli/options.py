@@ -119,6 +119,7 @@ def load_for_inference(args: argparse.Namespace) -> Inference:
 
         engine = CTranslate2Translator(args.checkpoint, device.type, threads, args.compute_type)
         where = f"ctranslate2 {args.compute_type} on {device.type}, {threads} threads"
+        decode = dataclasses.replace(decode, penalty_form="plain")  # the only form CTranslate2 has
         return Inference(engine.translate, decode, None, engine.tokenizer, *engine.languages, where)
     ck = checkpoint.load(checkpoint.resolve(args.checkpoint), device, with_state=False)
     ck.model.eval()
@@ -145,6 +146,9 @@ def _check_engine_options(args: argparse.Namespace) -> None:
             if given_:
                 raise cfg.ConfigError(f"{flag} is for --engine pytorch; CTranslate2 takes --compute-type "
                                       "(int8, bfloat16, ...)")
+        if getattr(args, "penalty_form", None) == "gnmt":
+            raise cfg.ConfigError("--penalty-form gnmt is for --engine pytorch; CTranslate2's length penalty "
+                                  "is the plain form")
     elif args.compute_type != "default":
         raise cfg.ConfigError(f"--compute-type {args.compute_type} is for --engine ctranslate2; "
                               "PyTorch takes --int8 or --dtype")
