@@ -22,27 +22,33 @@ from torch import Tensor
 class KVCache:
     """Self-attention keys and values of one decoder layer.
 
-    A preallocated (B, H, capacity, K) buffer: a step writes one slice instead of concatenating
-    all earlier positions again; the capacity doubles when it runs out.
+    A preallocated buffer: a step writes one slice instead of concatenating all earlier positions
+    again; the capacity doubles when it runs out. Stored position-major within each row,
+    (B, capacity, H, K), so that a step's keys for a row are one contiguous write and a row's
+    history one contiguous block to copy; attention reads it as (B, H, L, K) through a transpose.
     """
 
     def __init__(self, batch: int, heads: int, d_k: int, capacity: int, dtype: torch.dtype,
                  device: torch.device) -> None:
-        self.k = torch.empty(batch, heads, capacity, d_k, dtype=dtype, device=device)
+        self.k = torch.empty(batch, capacity, heads, d_k, dtype=dtype, device=device)
         self.v = torch.empty_like(self.k)
         self.length = 0
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Add (B, H, t, K) new keys/values; return all of them so far, each (B, H, L + t, K)."""
         end = self.length + k.size(2)
-        if end > self.k.size(2):
-            grow = max(end, 2 * self.k.size(2)) - self.k.size(2)
-            self.k = torch.cat([self.k, self.k.new_empty(*self.k.shape[:2], grow, self.k.size(3))], 2)
-            self.v = torch.cat([self.v, self.v.new_empty(*self.v.shape[:2], grow, self.v.size(3))], 2)
-        self.k[:, :, self.length:end] = k
-        self.v[:, :, self.length:end] = v
+        if end > self.k.size(1):
+            grow = max(end, 2 * self.k.size(1)) - self.k.size(1)
+            self.k = torch.cat([self.k, self.k.new_empty(self.k.size(0), grow, *self.k.shape[2:])], 1)
+            self.v = torch.cat([self.v, self.v.new_empty(self.v.size(0), grow, *self.v.shape[2:])], 1)
+        self.k[:, self.length:end] = k.transpose(1, 2)
+        self.v[:, self.length:end] = v.transpose(1, 2)
         self.length = end
-        return self.k[:, :, :end], self.v[:, :, :end]
+        return self.filled()
+
+    def filled(self) -> tuple[Tensor, Tensor]:
+        """The keys and values so far, each (B, H, L, K) (views of the buffers)."""
+        return self.k[:, :self.length].transpose(1, 2), self.v[:, :self.length].transpose(1, 2)
 
     def select(self, indices: Tensor) -> None:
         """Keep batch rows `indices` (B',), in that order; only the filled positions are copied."""
@@ -52,14 +58,14 @@ class KVCache:
     def copy_rows(self, sources: Tensor, targets: Tensor) -> None:
         """Row targets[i] takes over the history of row sources[i], in place; other rows keep theirs."""
         n = self.length
-        self.k[targets, :, :n] = self.k[sources, :, :n]  # the right side is gathered first: no aliasing
-        self.v[targets, :, :n] = self.v[sources, :, :n]
+        self.k[targets, :n] = self.k[sources, :n]  # the right side is gathered first: no aliasing
+        self.v[targets, :n] = self.v[sources, :n]
 
 
 def _select_filled(buffer: Tensor, indices: Tensor, n: int) -> Tensor:
     """buffer[indices] for the first n positions; the rest of the capacity stays unset."""
-    out = buffer.new_empty(len(indices), *buffer.shape[1:])  # (B', H, capacity, K)
-    out[:, :, :n] = buffer[indices, :, :n]
+    out = buffer.new_empty(len(indices), *buffer.shape[1:])  # (B', capacity, H, K)
+    out[:, :n] = buffer[indices, :n]
     return out
 
 
