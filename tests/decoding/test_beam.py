@@ -5,6 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+import aiayn.decoding.beam as beam_module
 from aiayn.decoding import beam_search, greedy_search, length_penalty, max_output_lengths
 from aiayn.decoding.beam import beam_step, top_k
 from tests.conftest import random_ids, tiny_model
@@ -40,9 +41,10 @@ def test_top_k_by_chunks_gives_the_values_and_positions_topk_gives(n):
 
 
 class ScriptedModel:
-    """Next-token probabilities read from a table keyed by the output prefix (a test double)."""
+    """Next-token probabilities read from a table keyed by the output prefix (a test double);
+    with a list of tables, one per sentence of the batch."""
 
-    def __init__(self, table: dict[tuple, dict[int, float]], vocab_size: int = 6) -> None:
+    def __init__(self, table: dict[tuple, dict[int, float]] | list[dict], vocab_size: int = 6) -> None:
         self.table = table
         self.config = SimpleNamespace(pad_id=PAD, bos_id=BOS, eos_id=EOS, vocab_size=vocab_size)
 
@@ -50,7 +52,8 @@ class ScriptedModel:
         return torch.zeros(src.size(0), 1, 1)
 
     def init_cache(self, memory, capacity, rows_per_sentence=1):
-        return ScriptedCache([() for _ in range(memory.size(0) * rows_per_sentence)], rows_per_sentence)
+        rows = [(sentence,) for sentence in range(memory.size(0)) for _ in range(rows_per_sentence)]
+        return ScriptedCache(rows, rows_per_sentence)  # each history starts with its sentence
 
     def decode(self, tokens, memory, src, cache):
         cache.histories = [h + (t,) for h, t in zip(cache.histories, tokens[:, 0].tolist(), strict=True)]
@@ -59,8 +62,9 @@ class ScriptedModel:
 
     def logits(self, hidden):
         rows = torch.full((len(self.last), self.config.vocab_size), 1e-12)
-        for r, history in enumerate(self.last):
-            for token, p in self.table.get(history[1:], {EOS: 1.0}).items():  # history[0] is bos
+        for r, (sentence, _bos, *prefix) in enumerate(self.last):
+            table = self.table[sentence] if isinstance(self.table, list) else self.table
+            for token, p in table.get(tuple(prefix), {EOS: 1.0}).items():
                 rows[r, token] = p
         return rows.log()[:, None, :]  # log-probabilities are logits too
 
@@ -169,6 +173,21 @@ def test_beam_output_does_not_depend_on_the_batch():
     alone = [beam_search(model, src[i:i + 1, : int((src[i] != PAD).sum())], beam_size=4, nbest=2)[0]
              for i in range(7)]
     assert [[h.tokens for h in hyps] for hyps in together] == [[h.tokens for h in hyps] for hyps in alone]
+
+
+def test_finished_sentences_staying_in_the_batch_add_nothing(monkeypatch):
+    # Beam 2, plain length penalty, alpha 1. Sentence 0: step 1 finishes "b" (.36) and "a" (.33), so
+    # it is done; its live beam "a b" would end at step 2 with .27, and log .27 / 3 beats log .33 / 2,
+    # but a done sentence takes nothing more. Sentence 1 keeps the batch going until step 2.
+    first = {(): {A: 0.6, B: 0.4}, (A,): {EOS: 0.55, B: 0.45}, (B,): {EOS: 0.9, A: 0.1}}
+    second = {(): {A: 0.5, B: 0.5}, (A,): {A: 0.5, B: 0.5}, (B,): {A: 0.5, B: 0.5}}
+    model, src = ScriptedModel([first, second]), torch.tensor([[A, EOS], [A, EOS]])
+    for leave_at in (10**9, 1):  # leave the batch at once; stay, masked, until all are done
+        monkeypatch.setattr(beam_module, "LEAVE_AT", leave_at)
+        nbest = beam_search(model, src, beam_size=2, nbest=2, alpha=1.0, penalty="plain",
+                            max_lengths=torch.tensor([5, 5]))
+        assert [h.tokens for h in nbest[0]] == [[B], [A]]
+        assert len(nbest[1]) == 2
 
 
 def test_outputs_never_contain_padding_or_bos_and_respect_the_limit():

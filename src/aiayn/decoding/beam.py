@@ -19,6 +19,8 @@ from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_log_probs
 from aiayn.model import Transformer
 
 NEG_INF = float("-inf")
+LEAVE_AT = 8  # finished sentences leave the batch once they are 1/LEAVE_AT of it: moving the
+# others' cached keys and values costs more than computing a few finished rows for some steps
 
 
 def length_penalty(length: Tensor | int, alpha: float, form: str = "gnmt") -> Tensor:
@@ -123,11 +125,13 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
         done = final.full(active) | at_limit  # (B,)
         if done.all():
             break
-        if done.any():  # finished sentences leave the batch
+        if done.sum() * LEAVE_AT >= b:  # finished sentences leave the batch
             still = (~done).nonzero().squeeze(1)  # (B',)
             active, scores, tokens = active[still], scores[still], tokens[still]
             src = src.index_select(0, still)
             cache.select(still)
+        else:  # until then they stay, with -inf scores: nothing they make can be kept
+            scores.masked_fill_(done[:, None], NEG_INF)
     return final.best(nbest, c.eos_id, c.pad_id)
 
 
