@@ -68,8 +68,10 @@ def add_inference_options(parser: argparse.ArgumentParser) -> None:
     """Where a trained model runs, and how it searches."""
     parser.add_argument("--engine", choices=("pytorch", "ctranslate2"), default="pytorch",
                         help="pytorch: an aiayn checkpoint (or Marian directory); ctranslate2: a directory "
-                             "from `aiayn export ctranslate2`, whose length penalty is the plain form "
-                             "(default: pytorch)")
+                             "from `aiayn export ctranslate2`, whose length penalty is the plain form. "
+                             "CTranslate2's speed depends on its CPU settings: on some machines the "
+                             "environment variable CT2_USE_MKL=0 (oneDNN) or --threads 1 (int8) is "
+                             "1.3-1.6x faster than its default (README, engines) (default: pytorch)")
     parser.add_argument("--int8", action="store_true",
                         help="pytorch only: int8 weights in every linear map (dynamic quantization), "
                              "for CPUs")
