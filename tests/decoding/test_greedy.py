@@ -1,5 +1,7 @@
+import pytest
 import torch
 
+import aiayn.decoding.greedy as greedy_module
 from aiayn.decoding import greedy_search, max_output_lengths
 from tests.conftest import random_ids, tiny_model
 
@@ -30,6 +32,20 @@ def test_output_does_not_depend_on_the_batch():
     together = [h.tokens for h in greedy_search(model, src)]
     alone = [greedy_search(model, src[i:i + 1, : (src[i] != 0).sum()])[0].tokens for i in range(6)]
     assert together == alone
+
+
+def test_finished_rows_leaving_the_batch_change_nothing(monkeypatch):
+    model = tiny_model()
+    src = random_ids(9, 7)
+    limits = torch.tensor([2, 9, 4, 12, 1, 7, 3, 10, 5])  # rows finish at different steps
+    results = []
+    for leave_at in (1, 10**9):  # never leave (rows stay to the end); leave at once
+        monkeypatch.setattr(greedy_module, "LEAVE_AT", leave_at)
+        results.append(greedy_search(model, src, limits))
+    staying, leaving = results
+    assert [h.tokens for h in leaving] == [h.tokens for h in staying]
+    assert all(len(h.tokens) <= n for n, h in zip(limits.tolist(), leaving, strict=True))
+    assert [h.log_prob for h in leaving] == pytest.approx([h.log_prob for h in staying], abs=1e-5)
 
 
 def test_stops_at_the_papers_maximum_length_source_plus_50():

@@ -15,12 +15,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_log_probs
+from aiayn.decoding.steps import LEAVE_AT, Hypothesis, max_output_lengths, next_log_probs
 from aiayn.model import Transformer
 
 NEG_INF = float("-inf")
-LEAVE_AT = 8  # finished sentences leave the batch once they are 1/LEAVE_AT of it: moving the
-# others' cached keys and values costs more than computing a few finished rows for some steps
 
 
 def length_penalty(length: Tensor | int, alpha: float, form: str = "gnmt") -> Tensor:

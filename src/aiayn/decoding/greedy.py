@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_logits
+from aiayn.decoding.steps import LEAVE_AT, Hypothesis, max_output_lengths, next_logits
 from aiayn.model import Transformer
 
 
@@ -26,28 +26,33 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
     max_lengths = max_output_lengths(src, c.pad_id) if max_lengths is None else max_lengths
     memory = model.encode(src)  # (B, S, D)
     cache = model.init_cache(memory, capacity=min(int(max_lengths.max()) + 1, 256))
-    b = src.size(0)
-    tokens = torch.full((b,), c.bos_id, dtype=torch.long, device=src.device)  # last token per row
-    done = max_lengths <= 0  # (B,)
+    b, steps = src.size(0), int(max_lengths.max())
+    outputs = torch.full((b, steps), c.pad_id, dtype=torch.long, device=src.device)  # (B, L)
     total = torch.zeros(b, device=src.device)  # log-probability of each output so far
-    outputs = []
-    for step in range(int(max_lengths.max())):
-        logits, normaliser = next_logits(model, tokens, src, cache)  # (B, V), (B, 1)
+    active = torch.arange(b, device=src.device)  # the B' rows still decoding
+    tokens = torch.full((b,), c.bos_id, dtype=torch.long, device=src.device)  # last token per row, (B',)
+    done = max_lengths <= 0  # (B',)
+    for step in range(steps):
+        logits, normaliser = next_logits(model, tokens, src, cache)  # (B', V), (B', 1)
         if temperature > 0:
-            tokens = sample(logits, temperature, top_k, generator)  # (B,)
-            chosen = logits.gather(1, tokens[:, None])  # (B, 1)
+            tokens = sample(logits, temperature, top_k, generator)  # (B',)
+            chosen = logits.gather(1, tokens[:, None])  # (B', 1)
         else:
-            chosen, tokens = logits.max(dim=-1, keepdim=True)  # (B, 1)
-            tokens = tokens.squeeze(1)  # (B,)
-        total += torch.where(done, 0.0, (chosen - normaliser).squeeze(1))  # log-probability of the token
+            chosen, tokens = logits.max(dim=-1, keepdim=True)  # (B', 1)
+            tokens = tokens.squeeze(1)  # (B',)
+        total[active] += torch.where(done, 0.0, (chosen - normaliser).squeeze(1))  # the token's log-prob
         tokens[done] = c.pad_id
-        outputs.append(tokens)
-        done |= (tokens == c.eos_id) | (step + 1 >= max_lengths)
+        outputs[active, step] = tokens
+        done |= (tokens == c.eos_id) | (step + 1 >= max_lengths[active])
         if done.all():
             break
-    rows = torch.stack(outputs, dim=1).tolist() if outputs else [[] for _ in range(b)]  # (B, L)
+        if done.sum() * LEAVE_AT >= len(active):  # finished rows leave the batch, a group at a time
+            still = (~done).nonzero().squeeze(1)  # (B'',)
+            active, tokens, done = active[still], tokens[still], done[still]
+            src = src.index_select(0, still)
+            cache.select(still)
     return [Hypothesis(_until_eos(row, c.eos_id, c.pad_id), log_prob, log_prob)
-            for row, log_prob in zip(rows, total.tolist(), strict=True)]
+            for row, log_prob in zip(outputs.tolist(), total.tolist(), strict=True)]
 
 
 def sample(logits: Tensor, temperature: float, top_k: int = 0,

@@ -12,6 +12,9 @@ from torch import Tensor
 
 from aiayn.model import DecoderCache, Transformer
 
+LEAVE_AT = 8  # finished sentences leave the batch once they are 1/LEAVE_AT of it: moving the
+# others' cached keys and values costs more than computing a few finished rows for some steps
+
 
 @dataclass
 class Hypothesis:
