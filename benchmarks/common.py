@@ -10,7 +10,10 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -27,6 +30,18 @@ def synchronize(device: torch.device) -> None:
     """Wait for the device's queued work, so that a wall-clock reading includes it (CUDA only)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def batch_times(run: Callable[[Any], object], batches: list, device: torch.device = CPU) -> list[float]:
+    """Seconds `run` takes on each batch (a system translating it), after one warm-up batch."""
+    run(batches[0])  # warm-up
+    times = []
+    for batch in batches:
+        start = time.perf_counter()
+        run(batch)
+        synchronize(device)
+        times.append(time.perf_counter() - start)
+    return times
 
 
 def peak_matrix_size(device: torch.device) -> int:

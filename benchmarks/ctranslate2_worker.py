@@ -15,26 +15,19 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 import ctranslate2
-from common import PeakMemory
+import torch
+from common import PeakMemory, batch_times
 
 
-def batch_times(translator: ctranslate2.Translator, batches: list[list[list[str]]], beam: int,
-                new_tokens: int) -> list[float]:
-    """Seconds for each batch after one warm-up batch, every output exactly `new_tokens` long."""
-    def translate(batch: list[list[str]]) -> object:
+def translate(translator: ctranslate2.Translator, beam: int, new_tokens: int):
+    """A function translating one batch of pieces, every output exactly `new_tokens` long."""
+    def run(batch: list[list[str]]) -> object:
         return translator.translate_batch(batch, beam_size=beam, max_batch_size=len(batch),
                                           max_decoding_length=new_tokens, min_decoding_length=new_tokens)
 
-    translate(batches[0])
-    times = []
-    for batch in batches:
-        start = time.perf_counter()
-        translate(batch)
-        times.append(time.perf_counter() - start)
-    return times
+    return run
 
 
 def main() -> None:
@@ -44,7 +37,8 @@ def main() -> None:
         translator = ctranslate2.Translator(request["model"], device=request["device"],
                                             compute_type=compute_type, intra_threads=request["threads"])
         with PeakMemory() as memory:
-            times = batch_times(translator, request["batches"], request["beam"], request["new_tokens"])
+            times = batch_times(translate(translator, request["beam"], request["new_tokens"]),
+                                request["batches"], torch.device(request["device"]))
         answer[compute_type] = {"times": times, "memory": str(memory)}
         del translator
     json.dump(answer, sys.stdout)

@@ -31,7 +31,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -40,11 +39,11 @@ import torch
 from common import (
     CPU,
     PeakMemory,
+    batch_times,
     machine,
     matmul_peak_gflops,
     peak_matrix_size,
     record,
-    synchronize,
     training_data,
 )
 from common import parser as benchmark_parser
@@ -69,18 +68,6 @@ CT2_SETTINGS = {  # CTranslate2's CPU settings: environment read when its librar
     "oneDNN, 1 thread": ({"CT2_USE_MKL": "0"}, 1),
 }
 PROBE_BATCHES = 4  # batches each CPU setting of CTranslate2 is tried on before the full run
-
-
-def batch_times(run: Callable[[torch.Tensor], object], batches: list[torch.Tensor],
-                device: torch.device) -> list[float]:
-    run(batches[0])  # warm-up
-    times = []
-    for src in batches:
-        start = time.perf_counter()
-        run(src)
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-    return times
 
 
 def systems(model: Transformer, new_tokens: int, beam: int, huggingface: bool,
