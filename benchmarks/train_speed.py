@@ -6,10 +6,11 @@
     python benchmarks/train_speed.py --presets small --record
     python benchmarks/train_speed.py --smoke           # seconds: keeps the script working (CI)
     python benchmarks/train_speed.py --presets small --precision bfloat16   # both under bf16 autocast
-    python benchmarks/train_speed.py --presets base --precision bfloat16 --device cuda   # on a GPU
+    python benchmarks/train_speed.py --presets base --precision bfloat16 --device cuda \
+        --batch-tokens 4096 25000 100000          # on a GPU, at growing batch sizes
 
 Prints target tokens per second of each, the ratio, and each one's model FLOP/s as a share of
-the float32 matmul peak measured here (FLOPs counted as 6 x weights x tokens they process).
+the matmul peak measured here in the same precision (FLOPs counted as 6 x weights x tokens they process).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class Reference(nn.Module):
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         x = self.embed(src) * self.scale + self.pe[: src.size(1)]
         y = self.embed(tgt) * self.scale + self.pe[: tgt.size(1)]
-        causal = nn.Transformer.generate_square_subsequent_mask(tgt.size(1))
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt.size(1), device=tgt.device)
         pad = src == self.pad_id
         h = self.transformer(x, y, tgt_mask=causal, src_key_padding_mask=pad, memory_key_padding_mask=pad,
                              tgt_is_causal=True)
@@ -131,6 +132,9 @@ def main() -> None:
     parser = benchmark_parser(__doc__)
     parser.add_argument("--presets", nargs="+", default=["small", "base"], help="model presets to compare")
     parser.add_argument("--batches", type=int, default=8, help="batches per timed round (default: 8)")
+    parser.add_argument("--batch-tokens", type=int, nargs="+", default=[4096],
+                        help="padded tokens per batch and side, one or more sizes to compare at (default: "
+                             "4096; a GPU needs far larger batches to be busy)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per system; the median counts")
     parser.add_argument("--precision", choices=("float32", "bfloat16"), default="float32",
                         help="bfloat16: both systems train under bfloat16 autocast (default: float32)")
@@ -139,25 +143,25 @@ def main() -> None:
 
     corpus, tokenizer = training_data(args.smoke)
     tokenized = tokenize(corpus, tokenizer, DataConfig().max_len)
-    order = make_batches(*tokenized.lengths(), 512 if args.smoke else 4096, seed=1)
-    n = 2 if args.smoke else args.batches
-    batches = [collate(b, tokenized, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id) for b in order[:n]]
     presets = ["tiny"] if args.smoke else args.presets
     device = torch.device(args.device)
     size, dtype = peak_matrix_size(device), getattr(torch, args.precision)
     peak = matmul_peak_gflops(size, device=device, dtype=dtype)
-    print(f"{machine(device)}\n{args.precision} matmul peak: {peak:,.0f} GFLOP/s; {len(batches)} batches of "
-          f"{statistics.mean(b.n_tgt_tokens for b in batches):,.0f} target tokens")
-    rows = ["| preset | parameters | aiayn tgt tok/s | reference tgt tok/s | ratio | aiayn MFU "
-            "| reference MFU | aiayn peak memory | reference peak memory |", "|---" * 9 + "|"]
-    for preset in presets:
-        r = compare(preset, batches, tokenizer.vocab_size, 1 if args.smoke else args.rounds,
-                    1 if args.smoke else 2, peak, args.precision, device)
-        row = (f"| {preset} | {r['parameters'] / 1e6:.2f}M | {r['aiayn']:,.0f} | {r['reference']:,.0f} | "
-               f"{r['ratio']:.2f}x | {r['aiayn_mfu']:.0%} | {r['reference_mfu']:.0%} | {r['aiayn_memory']} | "
-               f"{r['reference_memory']} |")
-        rows.append(row)
-        print(row)
+    print(f"{machine(device)}\n{args.precision} matmul peak: {peak:,.0f} GFLOP/s")
+    rows = ["| preset | parameters | batches x target tokens | aiayn tgt tok/s | reference tgt tok/s | ratio "
+            "| aiayn MFU | reference MFU | aiayn peak memory | reference peak memory |", "|---" * 10 + "|"]
+    for budget in [512] if args.smoke else args.batch_tokens:
+        order = make_batches(*tokenized.lengths(), budget, seed=1)
+        batches = [collate(b, tokenized, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
+                   for b in order[:2 if args.smoke else args.batches]]
+        shape = f"{len(batches)} x {statistics.mean(b.n_tgt_tokens for b in batches):,.0f}"
+        for preset in presets:
+            r = compare(preset, batches, tokenizer.vocab_size, 1 if args.smoke else args.rounds,
+                        1 if args.smoke else 2, peak, args.precision, device)
+            rows.append(f"| {preset} | {r['parameters'] / 1e6:.2f}M | {shape} | {r['aiayn']:,.0f} | "
+                        f"{r['reference']:,.0f} | {r['ratio']:.2f}x | {r['aiayn_mfu']:.0%} | "
+                        f"{r['reference_mfu']:.0%} | {r['aiayn_memory']} | {r['reference_memory']} |")
+            print(rows[-1])
     if args.record and not args.smoke:
         record(f"Training speed ({args.precision}): aiayn vs embeddings + torch.nn.Transformer",
                "\n".join(rows),

@@ -65,3 +65,41 @@ def test_chunked_output_layer_loss_without_gradients_gives_the_same_sums():
         loss, nll = output_layer_nll(hidden, weight, None, target, 0.1, 0, chunk=4)
     ref_loss, ref_nll = label_smoothed_nll(hidden @ weight.t(), target, 0.1, 0)
     assert torch.allclose(loss, ref_loss, atol=1e-5) and torch.allclose(nll, ref_nll, atol=1e-5)
+
+
+def test_output_layer_in_bfloat16_matmuls_keeps_float32_sums_and_gradients():
+    """The GPU policy (matmuls in the autocast precision), run on the CPU: same sums and gradients
+    as float32 within bfloat16 rounding; the weight's and bias's gradients stay float32."""
+    g = torch.Generator().manual_seed(3)
+    n, d, v = 40, 16, 50  # chunks of 16: three, the last one short
+    hidden = torch.randn(n, d, generator=g, requires_grad=True)
+    weight = torch.randn(v, d, generator=g, requires_grad=True)
+    bias = torch.randn(v, generator=g, requires_grad=True)
+    target = torch.randint(1, v, (n,), generator=g)
+    target[[0, 17]] = 0  # padding
+    params = (hidden, weight, bias)
+
+    loss, nll = output_layer_nll(hidden, weight, bias, target, 0.1, 0, chunk=16)
+    loss.backward()
+    expected = [t.grad.clone() for t in params]
+    for t in params:
+        t.grad = None
+    low_loss, low_nll = output_layer_nll(hidden, weight, bias, target, 0.1, 0, chunk=16,
+                                         matmul_dtype=torch.bfloat16)
+    low_loss.backward()
+
+    assert low_loss.dtype == low_nll.dtype == torch.float32
+    assert not torch.equal(low_loss, loss)  # the matmuls did run in bfloat16
+    assert torch.allclose(low_loss, loss, rtol=1e-2) and torch.allclose(low_nll, nll, rtol=1e-2)
+    for t, grad in zip(params, expected, strict=True):
+        assert t.grad.dtype == torch.float32
+        assert (t.grad - grad).norm() / grad.norm() < 2e-2
+    assert torch.count_nonzero(hidden.grad[[0, 17]]) == 0
+
+
+def test_output_layer_on_cpu_under_autocast_stays_float32():
+    hidden, weight, target = torch.randn(9, 4), torch.randn(6, 4), torch.tensor([1, 2, 0, 5, 4, 3, 0, 1, 2])
+    plain = output_layer_nll(hidden, weight, None, target, 0.1, 0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        autocast = output_layer_nll(hidden, weight, None, target, 0.1, 0)
+    assert torch.equal(plain[0], autocast[0]) and torch.equal(plain[1], autocast[1])

@@ -45,7 +45,8 @@ def autocast(device: torch.device, precision: str = "auto") -> contextlib.Abstra
     """bfloat16 autocast when `precision` asks for it ("auto": on CUDA only), else plain float32.
 
     Under autocast, matmuls run in bfloat16; weights, gradients, optimizer state, normalisations
-    and the loss (`output_layer_nll` turns autocast off) stay float32.
+    and the loss stay float32 (`output_layer_nll` chooses its own matmul precision: float32 on a
+    CPU, bfloat16 on a GPU).
     """
     if precision == "bfloat16" or (precision == "auto" and device.type == "cuda"):
         return torch.autocast(device.type, dtype=torch.bfloat16)
