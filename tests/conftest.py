@@ -68,7 +68,8 @@ def reverse_model(tmp_path_factory):
     tokenizer = Tokenizer.train(corpus.source + corpus.target, 512)
     torch.manual_seed(0)
     model = Transformer(model_config("tiny", vocab_size=tokenizer.vocab_size, output_bias=True))
-    config = TrainConfig(warmup_steps=200, max_steps=600, valid_every=0, save_every=0, log_every=100)
+    config = TrainConfig(warmup_steps=200, max_steps=600, valid_every=0, save_every=0, log_every=100,
+                         device="cpu")  # the tests that use it compare CPU paths, GPU or not
     train(model, tokenizer, tokenize(corpus, tokenizer), None, DataConfig(batch_tokens=1024), config,
           tmp_path_factory.mktemp("reverse"))
     return model.eval(), tokenizer, valid.source

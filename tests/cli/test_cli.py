@@ -182,7 +182,7 @@ def test_evaluate_scores_match_sacrebleus_own_command(tmp_path, capsys):
 def test_evaluate_translates_writes_hypotheses_and_scores_them(trained_run, tmp_path, capsys):
     hyp, scores = tmp_path / "hyp.txt", tmp_path / "scores.json"
     assert main(["evaluate", str(trained_run), "--test", "synthetic:reverse:val", "--beam-size", "2",
-                 "-o", str(hyp), "--scores", str(scores)]) == 0
+                 "-o", str(hyp), "--scores", str(scores), "--device", "cpu"]) == 0
     assert "500 sentences" in capsys.readouterr().out
     written = hyp.read_text().splitlines()
     assert len(written) == 500

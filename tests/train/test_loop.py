@@ -25,7 +25,8 @@ def greedy_token_accuracy(model, tokenizer, corpus):
     for start in range(0, len(corpus), 100):
         batch = collate(range(start, min(start + 100, len(corpus))), corpus, tokenizer.pad_id,
                         tokenizer.bos_id, tokenizer.eos_id)
-        for hyp, ref in zip(greedy_search(model, batch.src), corpus.target[start:start + 100], strict=True):
+        src = batch.src.to(next(model.parameters()).device)  # training ran on the default device
+        for hyp, ref in zip(greedy_search(model, src), corpus.target[start:start + 100], strict=True):
             total += len(ref)
             # Position by position: a hypothesis shorter than the reference loses the rest.
             correct += sum(h == r for h, r in zip(hyp.tokens, ref, strict=False))

@@ -35,8 +35,8 @@ def _spec(model: Transformer, tokenizer: Tokenizer, max_positions: int):
     spec.config.decoder_start_token = pieces[c.bos_id]
     spec.config.eos_token, spec.config.unk_token = pieces[c.eos_id], pieces[tokenizer.unk_id]
     spec.config.add_source_eos = True  # aiayn ends every source with eos
-    w = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
-    positions = model.positions(max_positions).numpy()  # (max_positions, D), the model's own layout
+    w = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}  # from any device
+    positions = model.positions(max_positions).cpu().numpy()  # (max_positions, D), the model's own layout
 
     def linear(target, name: str) -> None:
         target.weight = w[f"{name}.weight"]
