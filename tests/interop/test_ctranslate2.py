@@ -33,7 +33,7 @@ def test_greedy_output_equals_aiayn_token_for_token_on_200_sentences(exported, r
 
 def test_translate_engine_ctranslate2_from_the_command_line(exported, tmp_path, capsys):
     assert main(["translate", str(exported), "a b c", "", "x y z", "--engine", "ctranslate2",
-                 "--beam-size", "4", "--compute-type", "int8"]) == 0
+                 "--beam-size", "4", "--compute-type", "int8", "--device", "cpu"]) == 0
     lines = capsys.readouterr().out.split("\n")
     assert len(lines) == 4 and lines[1] == ""
     assert CTranslate2Translator(exported).languages == ("xx", "yy")
@@ -41,8 +41,22 @@ def test_translate_engine_ctranslate2_from_the_command_line(exported, tmp_path, 
 
 def test_evaluate_with_ctranslate2_reports_its_plain_length_penalty(exported, capsys):
     assert main(["evaluate", str(exported), "--engine", "ctranslate2", "--test", "synthetic:reverse:val",
-                 "--beam-size", "2", "--src-lang", "xx", "--tgt-lang", "yy"]) == 0
+                 "--beam-size", "2", "--src-lang", "xx", "--tgt-lang", "yy", "--device", "cpu"]) == 0
     assert "length penalty 0.6 (plain)" in capsys.readouterr().out
+
+
+def test_missing_cuda_libraries_are_a_clear_error(exported, capsys):
+    """CTranslate2's GPU build loads CUDA 12's cuBLAS at the first translation; where it is missing
+    (a machine with CUDA 13 only), the message says so and names --device cpu."""
+    translator = CTranslate2Translator(exported)
+
+    class NoCuBLAS:
+        def translate_batch(self, *args, **kwargs):
+            raise RuntimeError("Library libcublas.so.12 is not found or cannot be loaded")
+
+    translator.translator = NoCuBLAS()
+    with pytest.raises(ImportError, match="libcublas.so.12.*--device cpu"):
+        translator.translate(["a b c"], DecodeConfig())
 
 
 def test_pre_norm_gelu_model_with_concatenated_positions_exports_exactly(tmp_path):

@@ -116,10 +116,25 @@ class CTranslate2Translator:
         todo = [i for i, s in enumerate(ids) if s]
         if not todo:
             return results
-        sampling = config.temperature > 0  # as in aiayn: sampling replaces the search
         longest = max(len(ids[i]) + 1 for i in todo)
-        outputs = self.translator.translate_batch(
-            [tokenizer.pieces(ids[i]) for i in todo],
+        try:
+            outputs = self._translate_batch(config, [tokenizer.pieces(ids[i]) for i in todo], longest)
+        except RuntimeError as e:  # its CUDA libraries load at the first translation
+            if "libcu" not in str(e):
+                raise
+            raise ImportError(f"CTranslate2 could not load a CUDA library ({e}): its GPU build needs "
+                              "CUDA 12's libraries. --device cpu runs it on the CPU.") from e
+        for i, output in zip(todo, outputs, strict=True):
+            results[i] = []
+            for pieces, score in zip(output.hypotheses, output.scores, strict=True):
+                out_ids = [self.to_id[p] for p in pieces]
+                results[i].append(Translation(tokenizer.decode(out_ids), score, float("nan"), out_ids))
+        return results
+
+    def _translate_batch(self, config: DecodeConfig, sources: list[list[str]], longest: int) -> list:
+        sampling = config.temperature > 0  # as in aiayn: sampling replaces the search
+        return self.translator.translate_batch(
+            sources,
             beam_size=1 if sampling else config.beam_size, num_hypotheses=config.nbest,
             length_penalty=config.length_penalty, return_scores=True,
             sampling_topk=config.top_k if sampling else 1,
@@ -127,9 +142,3 @@ class CTranslate2Translator:
             max_decoding_length=config.max_output_len or longest + config.max_output_extra,
             max_batch_size=config.batch_size,
             batch_type="examples" if config.batch_by == "sentences" else "tokens")
-        for i, output in zip(todo, outputs, strict=True):
-            results[i] = []
-            for pieces, score in zip(output.hypotheses, output.scores, strict=True):
-                out_ids = [self.to_id[p] for p in pieces]
-                results[i].append(Translation(tokenizer.decode(out_ids), score, float("nan"), out_ids))
-        return results
