@@ -8,29 +8,24 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from aiayn.decoding.compiled import next_logits_compiled
 from aiayn.decoding.steps import LEAVE_AT, Hypothesis, max_output_lengths, next_logits
 from aiayn.model import Transformer
 
 
 @torch.inference_mode()
 def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = None,
-                  temperature: float = 0.0, top_k: int = 0, generator: torch.Generator | None = None,
-                  compiled: bool = False) -> list[Hypothesis]:
+                  temperature: float = 0.0, top_k: int = 0,
+                  generator: torch.Generator | None = None) -> list[Hypothesis]:
     """The most probable next token at each step for (B, S) source ids -> one hypothesis each.
 
     With `temperature` > 0 the next token is sampled instead, from softmax(logits / temperature),
     restricted to the `top_k` most probable tokens when `top_k` > 0.
     A sentence stops at eos or after its maximum length; the loop stops when all have stopped.
-    `compiled`: each step runs compiled by TorchInductor (compiled.py), on a cache sized for the
-    longest output from the start.
     """
     c = model.config
     max_lengths = max_output_lengths(src, c.pad_id) if max_lengths is None else max_lengths
     memory = model.encode(src)  # (B, S, D)
-    capacity = int(max_lengths.max()) + 1
-    cache = model.init_cache(memory, capacity=capacity if compiled else min(capacity, 256))
-    step_logits = next_logits_compiled if compiled else next_logits
+    cache = model.init_cache(memory, capacity=min(int(max_lengths.max()) + 1, 256))
     b, steps = src.size(0), int(max_lengths.max())
     outputs = torch.full((b, steps), c.pad_id, dtype=torch.long, device=src.device)  # (B, L)
     total = torch.zeros(b, device=src.device)  # log-probability of each output so far
@@ -38,7 +33,7 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
     tokens = torch.full((b,), c.bos_id, dtype=torch.long, device=src.device)  # last token per row, (B',)
     done = max_lengths <= 0  # (B',)
     for step in range(steps):
-        logits, normaliser = step_logits(model, tokens, src, cache)  # (B', V), (B', 1)
+        logits, normaliser = next_logits(model, tokens, src, cache)  # (B', V), (B', 1)
         if temperature > 0:
             tokens = sample(logits, temperature, top_k, generator)  # (B',)
             chosen = logits.gather(1, tokens[:, None])  # (B', 1)
