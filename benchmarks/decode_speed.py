@@ -1,4 +1,5 @@
-"""Decoding speed, side by side in one run: aiayn (float32, int8 and bfloat16) against HuggingFace
+"""Decoding speed, side by side in one run: aiayn (float32, int8 and bfloat16; greedy also with its
+compiled decoder step, float32) against HuggingFace
 MarianMTModel.generate and CTranslate2 (float32 and int8), greedy and beam 4, on the first 1,000
 sentences of Multi30k test_2016_flickr (en) in batches of 32, every output forced to exactly 32
 new tokens. (bfloat16 pays on CPUs with AMX or AVX512-BF16 units; on others it can be slower.)
@@ -86,10 +87,12 @@ def systems(model: Transformer, new_tokens: int, beam: int, huggingface: bool,
     else:
         on_device = copy.deepcopy(model).to(device)
         ours = [("aiayn", on_device), ("aiayn bfloat16", copy.deepcopy(on_device).to(torch.bfloat16))]
+    if beam == 1:  # the compiled step (greedy only: it gained nothing for beam search), unpacked weights
+        ours.insert(1, ("aiayn compiled", copy.deepcopy(model).to(device)))
     for name, m in ours:
         if beam == 1:
-            run[name] = lambda src, m=m: greedy_search(m, src,
-                                                       max_output_lengths(src, c.pad_id, fixed=new_tokens))
+            run[name] = lambda src, m=m, compiled=name == "aiayn compiled": greedy_search(
+                m, src, max_output_lengths(src, c.pad_id, fixed=new_tokens), compiled=compiled)
         else:
             run[name] = lambda src, m=m: beam_search(m, src, beam, 1, 0.6, "plain",
                                                      max_output_lengths(src, c.pad_id, fixed=cap))
@@ -201,9 +204,9 @@ def main() -> None:
     print(f"{machine(device)}\nfloat32 matmul peak: {peak:,.0f} GFLOP/s; {len(lines)} sentences in "
           f"batches of {args.batch_size}, {new_tokens} new tokens each")
     rows = ["| search | system | output tokens/s | model GFLOP/s (share of float32 peak) "
-            "| aiayn float32 speed relative to it | aiayn int8 relative to it "
-            "| aiayn bfloat16 relative to it | peak memory |",
-            "|---|---|---|---|---|---|---|---|"]
+            "| aiayn float32 speed relative to it | aiayn compiled relative to it "
+            "| aiayn int8 relative to it | aiayn bfloat16 relative to it | peak memory |",
+            "|---|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as workdir:
         if "ctranslate2" in args.systems:
             from aiayn.interop.ctranslate2 import export
@@ -234,7 +237,7 @@ def main() -> None:
             for name, tokens_per_s in speed.items():
                 flops = gflop * tokens_per_s / (len(lines) * new_tokens)  # GFLOP/s
                 relative = [f"{speed[ours] / tokens_per_s:.2f}x" if ours != name and ours in speed else ""
-                            for ours in ("aiayn", "aiayn int8", "aiayn bfloat16")]
+                            for ours in ("aiayn", "aiayn compiled", "aiayn int8", "aiayn bfloat16")]
                 rows.append(f"| {search} | {name} | {tokens_per_s:,.0f} | {flops:.1f} ({flops / peak:.0%}) | "
                             f"{' | '.join(relative)} | {memory[name]} |")
                 print(rows[-1])

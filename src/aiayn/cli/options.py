@@ -131,6 +131,9 @@ def load_for_inference(args: argparse.Namespace) -> Inference:
         if device.type != "cpu":
             raise cfg.ConfigError("--int8 is for CPUs: use --device cpu")
         ck.model, where = inference.quantize_int8(ck.model), where.replace("pytorch", "pytorch int8")
+    elif decode.compile:  # TorchInductor packs the weights itself
+        ck.model = ck.model.to(dtype)
+        where = where.replace("pytorch", f"pytorch {args.dtype} compiled")
     elif device.type == "cpu" and inference.packing_available(dtype):
         ck.model = inference.pack_for_cpu(ck.model, dtype)  # same results, faster matmuls
         where = where.replace("pytorch", f"pytorch {args.dtype} packed")
@@ -156,3 +159,7 @@ def _check_engine_options(args: argparse.Namespace) -> None:
                               "PyTorch takes --int8 or --dtype")
     if args.int8 and args.dtype != "float32":
         raise cfg.ConfigError(f"--int8 and --dtype {args.dtype} are alternatives: choose one")
+    if args.int8 and getattr(args, "compile", False):
+        raise cfg.ConfigError("--int8 and --compile are alternatives: choose one")
+    if args.engine == "ctranslate2" and getattr(args, "compile", False):
+        raise cfg.ConfigError("--compile is for --engine pytorch")

@@ -8,32 +8,40 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from aiayn.decoding.compiled import compiled_step, row_bucket
 from aiayn.decoding.steps import LEAVE_AT, Hypothesis, max_output_lengths, next_logits
 from aiayn.model import Transformer
 
 
 @torch.inference_mode()
 def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = None,
-                  temperature: float = 0.0, top_k: int = 0,
-                  generator: torch.Generator | None = None) -> list[Hypothesis]:
+                  temperature: float = 0.0, top_k: int = 0, generator: torch.Generator | None = None,
+                  compiled: bool = False) -> list[Hypothesis]:
     """The most probable next token at each step for (B, S) source ids -> one hypothesis each.
 
     With `temperature` > 0 the next token is sampled instead, from softmax(logits / temperature),
     restricted to the `top_k` most probable tokens when `top_k` > 0.
     A sentence stops at eos or after its maximum length; the loop stops when all have stopped.
+    `compiled`: the decoder steps run compiled by TorchInductor (compiled.py), on power-of-two row
+    counts (the batch is topped up with copies of its first row, finished from the start).
     """
     c = model.config
     max_lengths = max_output_lengths(src, c.pad_id) if max_lengths is None else max_lengths
-    memory = model.encode(src)  # (B, S, D)
-    cache = model.init_cache(memory, capacity=min(int(max_lengths.max()) + 1, 256))
-    b, steps = src.size(0), int(max_lengths.max())
+    n, steps = src.size(0), int(max_lengths.max())
+    cache = model.init_cache(model.encode(src), capacity=steps + 1 if compiled else min(steps + 1, 256))
+    if compiled:  # rows topped up to a power of two; select also lays the cache out as compiled for
+        rows = torch.cat([torch.arange(n, device=src.device), src.new_zeros(row_bucket(n) - n)])  # (B,)
+        src, max_lengths = src[rows], torch.cat([max_lengths, max_lengths.new_zeros(len(rows) - n)])
+        cache.select(rows)
+    step_logits = compiled_step(model) if compiled else next_logits
+    b = src.size(0)
     outputs = torch.full((b, steps), c.pad_id, dtype=torch.long, device=src.device)  # (B, L)
     total = torch.zeros(b, device=src.device)  # log-probability of each output so far
     active = torch.arange(b, device=src.device)  # the B' rows still decoding
     tokens = torch.full((b,), c.bos_id, dtype=torch.long, device=src.device)  # last token per row, (B',)
     done = max_lengths <= 0  # (B',)
     for step in range(steps):
-        logits, normaliser = next_logits(model, tokens, src, cache)  # (B', V), (B', 1)
+        logits, normaliser = step_logits(model, tokens, src, cache)  # (B', V), (B', 1)
         if temperature > 0:
             tokens = sample(logits, temperature, top_k, generator)  # (B',)
             chosen = logits.gather(1, tokens[:, None])  # (B', 1)
@@ -46,13 +54,27 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
         done |= (tokens == c.eos_id) | (step + 1 >= max_lengths[active])
         if done.all():
             break
-        if done.sum() * LEAVE_AT >= len(active):  # finished rows leave the batch, a group at a time
-            still = (~done).nonzero().squeeze(1)  # (B'',)
-            active, tokens, done = active[still], tokens[still], done[still]
-            src = src.index_select(0, still)
-            cache.select(still)
+        keep = rows_to_keep(done, compiled)  # (B'',) or None
+        if keep is not None:
+            active, tokens, done = active[keep], tokens[keep], done[keep]
+            src = src.index_select(0, keep)
+            cache.select(keep)
     return [Hypothesis(_until_eos(row, c.eos_id, c.pad_id), log_prob, log_prob)
-            for row, log_prob in zip(outputs.tolist(), total.tolist(), strict=True)]
+            for row, log_prob in zip(outputs[:n].tolist(), total[:n].tolist(), strict=True)]
+
+
+def rows_to_keep(done: Tensor, compiled: bool) -> Tensor | None:
+    """The rows (in order) that stay when finished ones leave the batch, or None while all stay.
+
+    Finished rows leave a group at a time, once they are 1/LEAVE_AT of the batch: moving the others'
+    cached keys and values costs more than computing a few finished rows for some steps. With a
+    compiled step, whose row counts are powers of two, they leave once the unfinished rows fit a
+    smaller one, which finished rows top up.
+    """
+    if compiled:
+        rows = row_bucket(int((~done).sum()))
+        return None if rows >= len(done) else done.int().argsort(stable=True)[:rows]
+    return (~done).nonzero().squeeze(1) if done.sum() * LEAVE_AT >= len(done) else None
 
 
 def sample(logits: Tensor, temperature: float, top_k: int = 0,

@@ -40,7 +40,7 @@ def next_logits(model: Transformer, last_tokens: Tensor, src: Tensor,
     """
     logits = _step_logits(model, last_tokens, src, cache)  # (B, V)
     normaliser = logits.logsumexp(dim=-1, keepdim=True)  # (B, 1)
-    return _never_outputs(model, logits), normaliser
+    return never_outputs(model, logits), normaliser
 
 
 def next_log_probs(model: Transformer, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> Tensor:
@@ -48,7 +48,7 @@ def next_log_probs(model: Transformer, last_tokens: Tensor, src: Tensor, cache: 
 
     Beam search needs every row normalised: log_softmax does it in one fused pass over the scores.
     """
-    return _never_outputs(model, _step_logits(model, last_tokens, src, cache).log_softmax(dim=-1))
+    return never_outputs(model, _step_logits(model, last_tokens, src, cache).log_softmax(dim=-1))
 
 
 def _step_logits(model: Transformer, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> Tensor:
@@ -56,7 +56,7 @@ def _step_logits(model: Transformer, last_tokens: Tensor, src: Tensor, cache: De
     return model.logits(hidden)[:, -1].float()  # (B, V)
 
 
-def _never_outputs(model: Transformer, scores: Tensor) -> Tensor:
+def never_outputs(model: Transformer, scores: Tensor) -> Tensor:
     """Padding and bos are never outputs (never targets in training): their scores become -inf,
     in place, after normalising over the full vocabulary, as log_softmax in training does."""
     scores[:, [model.config.pad_id, model.config.bos_id]] = float("-inf")

@@ -37,7 +37,7 @@ def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
     if model.config.positional == "learned":  # no position beyond the learned table: bos takes 0
         limits = limits.clamp(max=model.config.max_positions - 1)
     if config.temperature > 0 or config.beam_size == 1:
-        hyps = greedy_search(model, src, limits, config.temperature, config.top_k, generator)
+        hyps = greedy_search(model, src, limits, config.temperature, config.top_k, generator, config.compile)
         return [[h] for h in hyps]
     return beam_search(model, src, config.beam_size, config.nbest, config.length_penalty,
                        config.penalty_form, limits)
