@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import torch
+
 
 def timed_calls(fn: Callable[[], object], repeats: int = 5, warmup: int = 2) -> list[float]:
     """Wall seconds of `repeats` calls of fn(), after `warmup` untimed ones. Summarise with the
@@ -23,11 +25,19 @@ def timed_calls(fn: Callable[[], object], repeats: int = 5, warmup: int = 2) -> 
 
 
 def cpu_name() -> str:
-    """The CPU's model name from /proc/cpuinfo (platform's guess where that cannot be read)."""
+    """The CPU's model name from /proc/cpuinfo (platform's guess where that cannot be read), with
+    the units that decide its matmul speed, which a virtual machine's name often hides:
+    "Intel(R) Xeon(R) Processor (AVX512, AMX)"."""
+    name, flags = "", ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            if line.startswith("model name") and not name:
+                name = line.split(":", 1)[1].strip()
+            elif line.startswith("flags") and not flags:
+                flags = line
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    units = [torch.backends.cpu.get_cpu_capability()]  # the widest vector unit PyTorch uses
+    if "amx_tile" in flags.split():
+        units.append("AMX")
+    return f"{name or platform.processor() or platform.machine()} ({', '.join(units)})"
