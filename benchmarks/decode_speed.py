@@ -1,5 +1,5 @@
-"""Decoding speed, side by side in one run: aiayn (float32, int8 and bfloat16; greedy also with its
-compiled decoder step, float32) against HuggingFace
+"""Decoding speed, side by side in one run: aiayn (float32, int8 and bfloat16, and float32 with its
+compiled decoder step) against HuggingFace
 MarianMTModel.generate and CTranslate2 (float32 and int8), greedy and beam 4, on the first 1,000
 sentences of Multi30k test_2016_flickr (en) in batches of 32, every output forced to exactly 32
 new tokens. (bfloat16 pays on CPUs with AMX or AVX512-BF16 units; on others it can be slower.)
@@ -87,15 +87,16 @@ def systems(model: Transformer, new_tokens: int, beam: int, huggingface: bool,
     else:
         on_device = copy.deepcopy(model).to(device)
         ours = [("aiayn", on_device), ("aiayn bfloat16", copy.deepcopy(on_device).to(torch.bfloat16))]
-    if beam == 1:  # the compiled step (greedy only: it gained nothing for beam search), unpacked weights
-        ours.insert(1, ("aiayn compiled", copy.deepcopy(model).to(device)))
+    ours.insert(1, ("aiayn compiled", copy.deepcopy(model).to(device)))  # Inductor packs the weights
     for name, m in ours:
+        compiled = name == "aiayn compiled"
         if beam == 1:
-            run[name] = lambda src, m=m, compiled=name == "aiayn compiled": greedy_search(
+            run[name] = lambda src, m=m, compiled=compiled: greedy_search(
                 m, src, max_output_lengths(src, c.pad_id, fixed=new_tokens), compiled=compiled)
         else:
-            run[name] = lambda src, m=m: beam_search(m, src, beam, 1, 0.6, "plain",
-                                                     max_output_lengths(src, c.pad_id, fixed=cap))
+            run[name] = lambda src, m=m, compiled=compiled: beam_search(
+                m, src, beam, 1, 0.6, "plain", max_output_lengths(src, c.pad_id, fixed=cap),
+                compiled=compiled)
     if huggingface:
         from aiayn.interop.marian import to_marian
 

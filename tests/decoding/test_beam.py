@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import aiayn.decoding.beam as beam_module
+import aiayn.decoding.steps as steps_module
 from aiayn.decoding import beam_search, greedy_search, length_penalty, max_output_lengths
 from aiayn.decoding.beam import beam_step, top_k
 from tests.conftest import random_ids, tiny_model
@@ -183,7 +183,7 @@ def test_finished_sentences_staying_in_the_batch_add_nothing(monkeypatch):
     second = {(): {A: 0.5, B: 0.5}, (A,): {A: 0.5, B: 0.5}, (B,): {A: 0.5, B: 0.5}}
     model, src = ScriptedModel([first, second]), torch.tensor([[A, EOS], [A, EOS]])
     for leave_at in (10**9, 1):  # leave the batch at once; stay, masked, until all are done
-        monkeypatch.setattr(beam_module, "LEAVE_AT", leave_at)
+        monkeypatch.setattr(steps_module, "LEAVE_AT", leave_at)
         nbest = beam_search(model, src, beam_size=2, nbest=2, alpha=1.0, penalty="plain",
                             max_lengths=torch.tensor([5, 5]))
         assert [h.tokens for h in nbest[0]] == [[B], [A]]

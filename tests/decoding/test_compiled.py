@@ -2,10 +2,8 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from aiayn.decoding import greedy_search
-from aiayn.decoding.compiled import row_bucket
-from aiayn.decoding.greedy import rows_to_keep
-from aiayn.model.cache import KVCache
+from aiayn.decoding import beam_search, greedy_search
+from aiayn.decoding.steps import row_bucket, rows_to_keep
 from tests.conftest import random_ids, tiny_model
 
 
@@ -13,26 +11,49 @@ def graphs_compiled() -> int:
     return counters["stats"]["unique_graphs"]
 
 
-def assert_same_search(model, src, limits):
+def assert_same_greedy(model, src, limits):
     eager = greedy_search(model, src, limits)
     compiled = greedy_search(model, src, limits, compiled=True)
     assert [h.tokens for h in compiled] == [h.tokens for h in eager]
     assert [h.log_prob for h in compiled] == pytest.approx([h.log_prob for h in eager], abs=1e-4)
 
 
+def assert_same_beam(model, src, limits):
+    eager = beam_search(model, src, 3, 3, max_lengths=limits)
+    compiled = beam_search(model, src, 3, 3, max_lengths=limits, compiled=True)
+    assert [[h.tokens for h in hyps] for hyps in compiled] == [[h.tokens for h in hyps] for hyps in eager]
+    assert [h.score for hyps in compiled for h in hyps] == \
+        pytest.approx([h.score for hyps in eager for h in hyps], abs=1e-4)
+
+
 def test_compiled_greedy_equals_eager_greedy_with_one_graph_per_row_bucket():
     """3 sentences run as 4 rows (one a finished copy), then as 2 once the first has finished: two
-    graphs. A batch of another source length, output length and padding reuses the 4-row graph."""
+    graphs, each for every step. A batch of another source length, output length and padding
+    reuses the 4-row graph."""
     model = tiny_model()
-    src = random_ids(3, 7)
     before = graphs_compiled()
-    assert_same_search(model, src, torch.tensor([3, 7, 7]))
+    assert_same_greedy(model, random_ids(3, 7), torch.tensor([3, 7, 7]))
     assert graphs_compiled() - before == 2  # 4 rows, then 2
 
     src = random_ids(4, 11, seed=1)
     src[1, 6:] = model.config.pad_id  # a padded source
     before = graphs_compiled()
-    assert_same_search(model, src, torch.tensor([12, 4, 12, 12]))
+    assert_same_greedy(model, src, torch.tensor([12, 4, 12, 12]))
+    assert graphs_compiled() == before
+
+
+def test_compiled_beam_search_equals_eager_beam_search():
+    """Beam 3 with its 3-best lists: 3 sentences run as 4 (12 rows), then as 1 (3 rows) once two
+    have finished; a second batch of 4 sentences reuses the 12-row graph."""
+    model = tiny_model()
+    before = graphs_compiled()
+    assert_same_beam(model, random_ids(3, 6, seed=3), torch.tensor([2, 9, 2]))
+    assert graphs_compiled() - before == 2  # 12 rows, then 3
+
+    src = random_ids(4, 9, seed=4)
+    src[2, 5:] = model.config.pad_id
+    before = graphs_compiled()
+    assert_same_beam(model, src, torch.tensor([8, 8, 8, 8]))
     assert graphs_compiled() == before
 
 
@@ -45,7 +66,7 @@ def test_changed_weights_are_compiled_anew():
     with torch.no_grad():
         model.decoder.layers[0].feed_forward.w1.weight.mul_(3.0)
         model.tgt_embed.weight[7] += 1.0
-    assert_same_search(model, src, limits)
+    assert_same_greedy(model, src, limits)
     assert [h.log_prob for h in greedy_search(model, src, limits, compiled=True)] != \
         pytest.approx([h.log_prob for h in first], abs=1e-4)
 
@@ -56,16 +77,3 @@ def test_rows_leave_at_power_of_two_counts_when_compiled():
     assert rows_to_keep(~done, compiled=True) is None  # 5 unfinished still need 8 rows: all stay
     assert rows_to_keep(done, compiled=False).tolist() == [1, 3, 4]
     assert [row_bucket(n) for n in (1, 2, 3, 5, 32, 33)] == [1, 2, 4, 8, 32, 64]
-
-
-def test_the_cache_holds_zeros_after_its_filled_positions():
-    """The compiled step attends over the whole capacity under a mask; masked positions must hold
-    finite numbers (0 x NaN would be NaN), also after rows are selected into a new buffer."""
-    cache = KVCache(3, 2, 4, capacity=6, dtype=torch.float32, device=torch.device("cpu"))
-    assert torch.count_nonzero(cache.k) == 0 and torch.count_nonzero(cache.v) == 0
-    cache.append(torch.randn(3, 2, 2, 4), torch.randn(3, 2, 2, 4))
-    for rows in ([0, 1, 2], [2, 0, 1]):  # the second select may reuse the memory the first freed
-        cache.k[:, 2:], cache.v[:, 2:] = float("nan"), float("nan")  # what a reused allocation may hold
-        cache.select(torch.tensor(rows))
-        for buffer in (cache.k, cache.v):
-            assert torch.count_nonzero(buffer[:, 2:]) == 0 and not buffer.isnan().any()

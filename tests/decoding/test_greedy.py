@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-import aiayn.decoding.greedy as greedy_module
+import aiayn.decoding.steps as steps_module
 from aiayn.decoding import greedy_search, max_output_lengths
 from tests.conftest import random_ids, tiny_model
 
@@ -40,7 +40,7 @@ def test_finished_rows_leaving_the_batch_change_nothing(monkeypatch):
     limits = torch.tensor([2, 9, 4, 12, 1, 7, 3, 10, 5])  # rows finish at different steps
     results = []
     for leave_at in (1, 10**9):  # never leave (rows stay to the end); leave at once
-        monkeypatch.setattr(greedy_module, "LEAVE_AT", leave_at)
+        monkeypatch.setattr(steps_module, "LEAVE_AT", leave_at)
         results.append(greedy_search(model, src, limits))
     staying, leaving = results
     assert [h.tokens for h in leaving] == [h.tokens for h in staying]

@@ -15,7 +15,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from aiayn.decoding.steps import LEAVE_AT, Hypothesis, max_output_lengths, next_log_probs
+from aiayn.decoding.compiled import compiled_log_probs
+from aiayn.decoding.steps import (
+    Hypothesis,
+    max_output_lengths,
+    next_log_probs,
+    row_bucket,
+    rows_to_keep,
+)
 from aiayn.model import Transformer
 
 NEG_INF = float("-inf")
@@ -71,8 +78,13 @@ def top_k(x: Tensor, k: int, chunk: int = 100) -> tuple[Tensor, Tensor]:
 
 @torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int = 1, alpha: float = 0.6,
-                penalty: str = "gnmt", max_lengths: Tensor | None = None) -> list[list[Hypothesis]]:
-    """The `nbest` best hypotheses (best first) for each of the B sentences of `src` (B, S)."""
+                penalty: str = "gnmt", max_lengths: Tensor | None = None,
+                compiled: bool = False) -> list[list[Hypothesis]]:
+    """The `nbest` best hypotheses (best first) for each of the B sentences of `src` (B, S).
+
+    `compiled`: the decoder steps run compiled by TorchInductor (compiled.py), for power-of-two
+    sentence counts (the batch is topped up with copies of its first sentence, finished from the
+    start)."""
     if not 1 <= nbest <= beam_size:
         raise ValueError(f"nbest={nbest} must be between 1 and the beam size {beam_size}")
     c, k, n = model.config, beam_size, src.size(0)
@@ -84,16 +96,22 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
 
     # The encoder and the cross-attention keys and values: once per sentence, shared by its K beams.
     # The K beams start equal (bos), so the first step runs one row per sentence, then fans out.
-    cache = model.init_cache(model.encode(src), capacity=min(width, 256))
-    active = torch.arange(n, device=device)  # sentences still searching
-    scores = torch.full((n, k), NEG_INF, device=device)
+    cache = model.init_cache(model.encode(src), capacity=width if compiled else min(width, 256))
+    if compiled:  # topped up; select also lays the cache out as the compiled step expects
+        rows = torch.cat([torch.arange(n, device=device), src.new_zeros(row_bucket(n) - n)])  # (B,)
+        src, max_lengths = src[rows], torch.cat([max_lengths, max_lengths.new_zeros(len(rows) - n)])
+        cache.select(rows)
+    step_log_probs = compiled_log_probs(model) if compiled else next_log_probs
+    b = src.size(0)
+    active = torch.arange(b, device=device)  # sentences still searching
+    scores = torch.full((b, k), NEG_INF, device=device)
     scores[:, 0] = 0.0  # expand only the first of the equal beams
-    tokens = torch.full((n, k, 1), c.bos_id, dtype=torch.long, device=device)  # live, (B, K, L)
-    final = Finished(n, k, width, c.pad_id, device)
+    tokens = torch.full((b, k, 1), c.bos_id, dtype=torch.long, device=device)  # live, (B, K, L)
+    final = Finished(b, k, width, c.pad_id, device)
 
     for step in range(width - 1):
         b, rows_now = len(active), 1 if step == 0 else k  # decoder rows per sentence this step
-        log_probs = next_log_probs(model, tokens[:, :rows_now, -1].reshape(b * rows_now), src, cache)
+        log_probs = step_log_probs(model, tokens[:, :rows_now, -1].reshape(b * rows_now), src, cache)
         # Score so far + log-probability of each next token, (B, K, V): in place after the first step.
         log_probs = log_probs.view(b, rows_now, -1)
         totals = log_probs.add_(scores[:, :, None]) if rows_now == k else log_probs + scores[:, :, None]
@@ -123,14 +141,13 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
         done = final.full(active) | at_limit  # (B,)
         if done.all():
             break
-        if done.sum() * LEAVE_AT >= b:  # finished sentences leave the batch
-            still = (~done).nonzero().squeeze(1)  # (B',)
-            active, scores, tokens = active[still], scores[still], tokens[still]
-            src = src.index_select(0, still)
-            cache.select(still)
-        else:  # until then they stay, with -inf scores: nothing they make can be kept
-            scores.masked_fill_(done[:, None], NEG_INF)
-    return final.best(nbest, c.eos_id, c.pad_id)
+        keep = rows_to_keep(done, compiled)  # (B',) or None: finished sentences leave the batch
+        if keep is not None:
+            active, scores, tokens, done = active[keep], scores[keep], tokens[keep], done[keep]
+            src = src.index_select(0, keep)
+            cache.select(keep)
+        scores.masked_fill_(done[:, None], NEG_INF)  # finished ones that stay: nothing they make is kept
+    return final.best(nbest, c.eos_id, c.pad_id)[:n]
 
 
 class Finished:

@@ -1,29 +1,32 @@
-"""A compiled decoder step for greedy decoding and sampling (opt-in: `--compile`).
+"""A compiled decoder step for greedy decoding, sampling and beam search (opt-in: `--compile`).
 
 In eager PyTorch, a small model's decoder step is mostly spent dispatching about a hundred small
 operations one after another. TorchInductor compiles the whole step (embedding, every decoder
-layer, the output layer and the log-normaliser) into a few fused kernels, with the weights
-folded in as constants ("freezing") and, for a fixed row count, packed once for MKL's matmul.
-For the `small` model on a 2-core CPU at 32 rows the step is about 1.2x faster than the eager
-step on packed weights, whole greedy searches 1.07-1.16x; on a GPU, where the eager step is bound
-by kernel launches, 1.55x (benchmarks/RESULTS.md). Beam search does not use it: at 4x the rows,
-its compiled step was only 1.03x faster.
+layer, the output layer and the normalisation) into a few fused kernels, with the weights folded
+in as constants ("freezing") and, for a fixed row count, packed once for MKL's matmul. For the
+`small` model on a 2-core CPU the step is 1.27-1.30x faster than the eager step on packed weights
+at 32 rows (greedy search), 1.11-1.16x at 128 rows (beam 4); on a GPU, where the eager step is
+bound by kernel launches, greedy search ran 1.55x faster (benchmarks/RESULTS.md).
 
 A compiled graph is for fixed shapes. Here:
-- the rows are fixed per graph: a step is compiled once per power-of-two row count
-  (`row_bucket`), and greedy search pads its batch to one;
-- the source length and the cache capacity are dynamic dimensions: new batches reuse the graph;
-- the cache keeps one shape as the output grows: each step writes its keys and values into the
-  preallocated buffers at a position given as a tensor, and attends over the whole capacity
-  with a mask of the positions filled so far (so the buffers must hold finite numbers there:
-  `KVCache` keeps them zero).
+- the rows are fixed per graph (MKL packs a weight for one row count; with a dynamic row count
+  the step was no faster than eager): a step is compiled once per power-of-two row count
+  (`steps.row_bucket`), and the searches top their batches up to one;
+- the number of positions decoded, the cache capacity and the source length are dynamic
+  dimensions: one graph serves every step and every batch of its row count. The step reads
+  the positions decoded so far from the length of the position table it is given, writes its
+  keys and values into the cache's preallocated buffers, and attends over the filled positions
+  only, as the eager step does;
+- the first step (one position) runs eagerly: a one-long dimension would be compiled apart.
 The layers are the model's own (`Decoder.forward`), so the step computes what
-`steps.next_logits` does, in another order of floating-point operations. The weights are read
-when a graph is compiled: if they change later (training goes on), the step is compiled anew.
-The cross-attention keys and values must be laid out as when the graph was compiled: greedy
-search always passes them through `DecoderCache.select`, which makes them contiguous.
+`steps.next_logits` and `steps.next_log_probs` do, in another order of floating-point
+operations. The weights are read when a graph is compiled: if they change later (training goes
+on), the step is compiled anew. The cross-attention keys and values must be laid out as when the
+graph was compiled: the searches pass them through `DecoderCache.select`, which makes them
+contiguous.
 
-Shapes: B rows, S source length, C cache capacity, H heads, K d_k, D d_model, V vocabulary.
+Shapes: B rows (sentences x R rows each), S source length, C cache capacity, L positions decoded
+(this step's included), H heads, K d_k, D d_model, V vocabulary.
 """
 
 from __future__ import annotations
@@ -41,84 +44,85 @@ from torch import Tensor, nn
 from torch._dynamo import config as dynamo_config
 from torch._inductor import config as inductor_config
 
-from aiayn.decoding.steps import never_outputs
+from aiayn.decoding.steps import never_outputs, next_log_probs, next_logits
 from aiayn.model import DecoderCache, Transformer
 from aiayn.model.masks import padding_mask
 
-StepFn = Callable[[Transformer, Tensor, Tensor, DecoderCache], tuple[Tensor, Tensor]]  # as steps.next_logits
+LogitsFn = Callable[[Transformer, Tensor, Tensor, DecoderCache], tuple[Tensor, Tensor]]  # steps.next_logits
+LogProbsFn = Callable[[Transformer, Tensor, Tensor, DecoderCache], Tensor]  # steps.next_log_probs
 GRAPHS = 64  # compiled graphs kept per step function (TorchDynamo's default, 8, is too few for the
 # row buckets of several models)
 
 
-def row_bucket(rows: int) -> int:
-    """The row count a step is compiled for: the next power of two."""
-    return 1 << max(rows - 1, 0).bit_length()
+def compiled_logits(model: Transformer) -> LogitsFn:
+    """`steps.next_logits`, compiled for `model`. Get it once per search: it checks whether the
+    weights changed since the last compilation."""
+    return functools.partial(_run, _compiled(model, normalise=False), next_logits)
 
 
-def compiled_step(model: Transformer) -> StepFn:
-    """`steps.next_logits(model, ...)`, compiled: logits (B, V) of the next token after `last_tokens`
-    (B,), and their logsumexp (B, 1). One row per sentence; the cache's capacity must hold the new
-    position. Get it once per search: it checks whether the weights changed since the last compile."""
-    return functools.partial(_next_logits, _compiled(model))
+def compiled_log_probs(model: Transformer) -> LogProbsFn:
+    """`steps.next_log_probs`, compiled for `model`; as `compiled_logits`."""
+    return functools.partial(_run, _compiled(model, normalise=True), next_log_probs)
 
 
-def _next_logits(step: nn.Module, model: Transformer, last_tokens: Tensor, src: Tensor,
-                 cache: DecoderCache) -> tuple[Tensor, Tensor]:
-    if cache.rows_per_sentence != 1:
-        raise ValueError("the compiled step decodes one row per sentence (greedy search, sampling)")
+def _run(step: nn.Module, eager: Callable, model: Transformer, last_tokens: Tensor, src: Tensor,
+         cache: DecoderCache):
+    """One step after `last_tokens` (B,): compiled, or eager for the first position."""
     layers = cache.self_attn
     position, capacity = layers[0].length, layers[0].k.size(1)
+    if position == 0:
+        return eager(model, last_tokens, src, cache)
     if position >= capacity:
         raise ValueError(f"the cache holds {capacity} positions; the compiled step cannot grow it")
-    table = model.positions(capacity, 0, layers[0].k.dtype, layers[0].k.device)  # (C, D)
-    inputs = (last_tokens, torch.tensor(position, device=last_tokens.device), table,
-              [kv.k for kv in layers], [kv.v for kv in layers], cache.cross_attn,
-              padding_mask(src, model.config.pad_id))
+    table = model.positions(position + 1, 0, layers[0].k.dtype, layers[0].k.device)  # (L, D)
+    inputs = (last_tokens.contiguous(), table, [kv.k for kv in layers], [kv.v for kv in layers],
+              cache.cross_attn, padding_mask(src, model.config.pad_id))
     _mark_shapes(*inputs)
     with _compiling():
-        logits, normaliser = step(*inputs)
+        out = step(*inputs)
     for kv in layers:
         kv.length += 1
-    return logits, normaliser
+    return out
 
 
 class _Step(nn.Module):
     """The traced step. The model is a submodule, so that freezing sees its weights as constants."""
 
-    def __init__(self, model: Transformer) -> None:
+    def __init__(self, model: Transformer, normalise: bool) -> None:
         super().__init__()
-        self.model = model
+        self.model, self.normalise = model, normalise
 
-    def forward(self, last_tokens: Tensor, position: Tensor, table: Tensor, keys: list[Tensor],
-                values: list[Tensor], cross_attn: list[tuple[Tensor, Tensor]], memory_mask: Tensor,
-                ) -> tuple[Tensor, Tensor]:
-        """tokens (B,), position (), position table (C, D), per layer the cache buffers (B, C, H, K)
-        and cross-attention keys and values (B, H, S, K), mask (B, 1, 1, S)."""
-        m = self.model
+    def forward(self, last_tokens: Tensor, table: Tensor, keys: list[Tensor], values: list[Tensor],
+                cross_attn: list[tuple[Tensor, Tensor]], memory_mask: Tensor,
+                ) -> Tensor | tuple[Tensor, Tensor]:
+        """tokens (B,), position table (L, D), per layer the cache buffers (B, C, H, K) and the
+        cross-attention keys and values (B/R, H, S, K), mask (B/R, 1, 1, S)
+        -> log-probabilities (B, V), or logits (B, V) and their logsumexp (B, 1)."""
+        m, n = self.model, table.size(0)
         x = m.tgt_embed(last_tokens[:, None])  # (B, 1, D)
-        x = m.embed_dropout(x + table.index_select(0, position.view(1)))
-        filled = torch.arange(table.size(0), device=position.device) <= position  # (C,)
-        slots = _Slots([_Slot(k, v, position) for k, v in zip(keys, values, strict=True)])
-        hidden, _ = m.decoder(x, filled.view(1, 1, 1, -1), cross_attn, memory_mask, slots)  # (B, 1, D)
+        x = m.embed_dropout(x + table[n - 1:n])
+        slots = _Slots([_Slot(k, v, n) for k, v in zip(keys, values, strict=True)])
+        hidden, _ = m.decoder(x, None, cross_attn, memory_mask, slots)  # (B, 1, D)
         logits = m.logits(hidden)[:, -1].float()  # (B, V)
+        if self.normalise:
+            return never_outputs(m, logits.log_softmax(dim=-1))
         normaliser = logits.logsumexp(dim=-1, keepdim=True)  # (B, 1), over the whole vocabulary
         return never_outputs(m, logits), normaliser
 
 
 @dataclass
 class _Slot:
-    """One layer's cache buffers as the traced step sees them: `append` writes at `position` and
-    returns the whole capacity, whose unfilled positions the mask hides."""
+    """One layer's cache buffers as the traced step sees them: `append` writes position n - 1."""
 
     k: Tensor  # (B, C, H, K)
     v: Tensor
-    position: Tensor  # ()
+    n: int  # positions filled after this step (a symbolic size when traced)
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """(B, H, 1, K) new keys and values -> all C positions, each (B, H, C, K)."""
-        self.k.index_copy_(1, self.position.view(1), k.transpose(1, 2))
-        self.v.index_copy_(1, self.position.view(1), v.transpose(1, 2))
-        return self.k.transpose(1, 2), self.v.transpose(1, 2)
+        """(B, H, 1, K) new keys and values -> the n filled positions, each (B, H, n, K)."""
+        self.k[:, self.n - 1:self.n] = k.transpose(1, 2)
+        self.v[:, self.n - 1:self.n] = v.transpose(1, 2)
+        return self.k[:, :self.n].transpose(1, 2), self.v[:, :self.n].transpose(1, 2)
 
 
 @dataclass
@@ -126,17 +130,18 @@ class _Slots:
     self_attn: list[_Slot]  # what `Decoder.forward` reads of a cache
 
 
-_steps: WeakKeyDictionary[Transformer, tuple[tuple[int, ...], nn.Module]] = WeakKeyDictionary()
+_steps: WeakKeyDictionary[Transformer, dict[bool, tuple[tuple[int, ...], nn.Module]]] = WeakKeyDictionary()
 
 
-def _compiled(model: Transformer) -> nn.Module:
+def _compiled(model: Transformer, normalise: bool) -> nn.Module:
     """The model's compiled step. TorchDynamo tells models apart by their weight tensors, not by
     the numbers in them: once a weight has changed in place, the step is compiled for a copy."""
     versions = tuple(p._version for p in model.parameters())
-    known = _steps.get(model)
+    steps = _steps.setdefault(model, {})
+    known = steps.get(normalise)
     if known is None or known[0] != versions:
-        step = _Step(model if known is None else copy.deepcopy(model))
-        known = _steps[model] = (versions, torch.compile(step, dynamic=False))
+        step = _Step(model if known is None else copy.deepcopy(model), normalise)
+        known = steps[normalise] = (versions, torch.compile(step, dynamic=False))
     return known[1]
 
 
@@ -153,9 +158,9 @@ def _compiling() -> Iterator[None]:
         inductor_config.freezing, dynamo_config.recompile_limit = saved
 
 
-def _mark_shapes(last_tokens: Tensor, position: Tensor, table: Tensor, keys: list[Tensor],
-                 values: list[Tensor], cross_attn: list[tuple[Tensor, Tensor]], memory_mask: Tensor) -> None:
-    """Rows static (MKL packs weights for one row count), capacity and source length dynamic."""
+def _mark_shapes(last_tokens: Tensor, table: Tensor, keys: list[Tensor], values: list[Tensor],
+                 cross_attn: list[tuple[Tensor, Tensor]], memory_mask: Tensor) -> None:
+    """Rows static; positions decoded, cache capacity and source length dynamic."""
     torch._dynamo.maybe_mark_dynamic(table, 0)
     for buffer in (*keys, *values):
         torch._dynamo.maybe_mark_dynamic(buffer, 1)

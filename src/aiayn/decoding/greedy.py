@@ -8,8 +8,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from aiayn.decoding.compiled import compiled_step, row_bucket
-from aiayn.decoding.steps import LEAVE_AT, Hypothesis, max_output_lengths, next_logits
+from aiayn.decoding.compiled import compiled_logits
+from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_logits, row_bucket, rows_to_keep
 from aiayn.model import Transformer
 
 
@@ -33,7 +33,7 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
         rows = torch.cat([torch.arange(n, device=src.device), src.new_zeros(row_bucket(n) - n)])  # (B,)
         src, max_lengths = src[rows], torch.cat([max_lengths, max_lengths.new_zeros(len(rows) - n)])
         cache.select(rows)
-    step_logits = compiled_step(model) if compiled else next_logits
+    step_logits = compiled_logits(model) if compiled else next_logits
     b = src.size(0)
     outputs = torch.full((b, steps), c.pad_id, dtype=torch.long, device=src.device)  # (B, L)
     total = torch.zeros(b, device=src.device)  # log-probability of each output so far
@@ -61,20 +61,6 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
             cache.select(keep)
     return [Hypothesis(_until_eos(row, c.eos_id, c.pad_id), log_prob, log_prob)
             for row, log_prob in zip(outputs[:n].tolist(), total[:n].tolist(), strict=True)]
-
-
-def rows_to_keep(done: Tensor, compiled: bool) -> Tensor | None:
-    """The rows (in order) that stay when finished ones leave the batch, or None while all stay.
-
-    Finished rows leave a group at a time, once they are 1/LEAVE_AT of the batch: moving the others'
-    cached keys and values costs more than computing a few finished rows for some steps. With a
-    compiled step, whose row counts are powers of two, they leave once the unfinished rows fit a
-    smaller one, which finished rows top up.
-    """
-    if compiled:
-        rows = row_bucket(int((~done).sum()))
-        return None if rows >= len(done) else done.int().argsort(stable=True)[:rows]
-    return (~done).nonzero().squeeze(1) if done.sum() * LEAVE_AT >= len(done) else None
 
 
 def sample(logits: Tensor, temperature: float, top_k: int = 0,

@@ -12,8 +12,7 @@ from torch import Tensor
 
 from aiayn.model import DecoderCache, Transformer
 
-LEAVE_AT = 8  # finished sentences leave the batch once they are 1/LEAVE_AT of it: moving the
-# others' cached keys and values costs more than computing a few finished rows for some steps
+LEAVE_AT = 8  # finished sentences leave the batch once they are 1/LEAVE_AT of it (rows_to_keep)
 
 
 @dataclass
@@ -61,3 +60,22 @@ def never_outputs(model: Transformer, scores: Tensor) -> Tensor:
     in place, after normalising over the full vocabulary, as log_softmax in training does."""
     scores[:, [model.config.pad_id, model.config.bos_id]] = float("-inf")
     return scores
+
+
+def row_bucket(rows: int) -> int:
+    """The row count a compiled step runs at (compiled.py): the next power of two."""
+    return 1 << max(rows - 1, 0).bit_length()
+
+
+def rows_to_keep(done: Tensor, compiled: bool) -> Tensor | None:
+    """The rows (in order) that stay when finished ones leave the batch, or None while all stay.
+
+    Finished rows leave a group at a time, once they are 1/LEAVE_AT of the batch: moving the others'
+    cached keys and values costs more than computing a few finished rows for some steps. With a
+    compiled step, whose row counts are powers of two, they leave once the unfinished rows fit a
+    smaller one, which finished rows top up.
+    """
+    if compiled:
+        rows = row_bucket(int((~done).sum()))
+        return None if rows >= len(done) else done.int().argsort(stable=True)[:rows]
+    return (~done).nonzero().squeeze(1) if done.sum() * LEAVE_AT >= len(done) else None

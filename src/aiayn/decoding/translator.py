@@ -40,7 +40,7 @@ def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
         hyps = greedy_search(model, src, limits, config.temperature, config.top_k, generator, config.compile)
         return [[h] for h in hyps]
     return beam_search(model, src, config.beam_size, config.nbest, config.length_penalty,
-                       config.penalty_form, limits)
+                       config.penalty_form, limits, config.compile)
 
 
 def batches(lengths: list[int], config: DecodeConfig) -> list[list[int]]:

@@ -23,17 +23,15 @@ class KVCache:
     """Self-attention keys and values of one decoder layer.
 
     A preallocated buffer: a step writes one slice instead of concatenating all earlier positions
-    again; the capacity doubles when it runs out. Positions not yet filled hold zeros (a compiled
-    step attends over the whole capacity under a mask, and 0 x NaN would be NaN). Stored
-    position-major within each row,
+    again; the capacity doubles when it runs out. Stored position-major within each row,
     (B, capacity, H, K), so that a step's keys for a row are one contiguous write and a row's
     history one contiguous block to copy; attention reads it as (B, H, L, K) through a transpose.
     """
 
     def __init__(self, batch: int, heads: int, d_k: int, capacity: int, dtype: torch.dtype,
                  device: torch.device) -> None:
-        self.k = torch.zeros(batch, capacity, heads, d_k, dtype=dtype, device=device)
-        self.v = torch.zeros_like(self.k)
+        self.k = torch.empty(batch, capacity, heads, d_k, dtype=dtype, device=device)
+        self.v = torch.empty_like(self.k)
         self.length = 0
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
@@ -41,8 +39,8 @@ class KVCache:
         end = self.length + k.size(2)
         if end > self.k.size(1):
             grow = max(end, 2 * self.k.size(1)) - self.k.size(1)
-            self.k = torch.cat([self.k, self.k.new_zeros(self.k.size(0), grow, *self.k.shape[2:])], 1)
-            self.v = torch.cat([self.v, self.v.new_zeros(self.v.size(0), grow, *self.v.shape[2:])], 1)
+            self.k = torch.cat([self.k, self.k.new_empty(self.k.size(0), grow, *self.k.shape[2:])], 1)
+            self.v = torch.cat([self.v, self.v.new_empty(self.v.size(0), grow, *self.v.shape[2:])], 1)
         self.k[:, self.length:end] = k.transpose(1, 2)
         self.v[:, self.length:end] = v.transpose(1, 2)
         self.length = end
@@ -66,10 +64,9 @@ class KVCache:
 
 
 def _select_filled(buffer: Tensor, indices: Tensor, n: int) -> Tensor:
-    """buffer[indices] for the first n positions; the rest of the capacity is zeros."""
+    """buffer[indices] for the first n positions; the rest of the capacity stays unset."""
     out = buffer.new_empty(len(indices), *buffer.shape[1:])  # (B', capacity, H, K)
     out[:, :n] = buffer[indices, :n]
-    out[:, n:] = 0
     return out
 
 
