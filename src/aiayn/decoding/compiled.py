@@ -5,8 +5,9 @@ operations one after another. TorchInductor compiles the whole step (embedding, 
 layer, the output layer and the normalisation) into a few fused kernels, with the weights folded
 in as constants ("freezing") and, for a fixed row count, packed once for MKL's matmul. For the
 `small` model on a 2-core CPU the step is 1.27-1.30x faster than the eager step on packed weights
-at 32 rows (greedy search), 1.11-1.16x at 128 rows (beam 4); on a GPU, where the eager step is
-bound by kernel launches, greedy search ran 1.55x faster (benchmarks/RESULTS.md).
+at 32 rows (greedy search), 1.11-1.16x at 128 rows (beam 4). On a GPU, where the eager step is
+bound by kernel launches, an earlier version of it (attending over the whole cache under a mask)
+made greedy search 1.55x faster (benchmarks/RESULTS.md).
 
 A compiled graph is for fixed shapes. Here:
 - the rows are fixed per graph (MKL packs a weight for one row count; with a dynamic row count
