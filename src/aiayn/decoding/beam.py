@@ -15,14 +15,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from aiayn.decoding.compiled import compiled_log_probs
-from aiayn.decoding.steps import (
-    Hypothesis,
-    max_output_lengths,
-    next_log_probs,
-    row_bucket,
-    rows_to_keep,
-)
+from aiayn.decoding.compiled import compiled_log_probs, top_up
+from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_log_probs, rows_to_keep
 from aiayn.model import Transformer
 
 NEG_INF = float("-inf")
@@ -97,10 +91,8 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
     # The encoder and the cross-attention keys and values: once per sentence, shared by its K beams.
     # The K beams start equal (bos), so the first step runs one row per sentence, then fans out.
     cache = model.init_cache(model.encode(src), capacity=width if compiled else min(width, 256))
-    if compiled:  # topped up; select also lays the cache out as the compiled step expects
-        rows = torch.cat([torch.arange(n, device=device), src.new_zeros(row_bucket(n) - n)])  # (B,)
-        src, max_lengths = src[rows], torch.cat([max_lengths, max_lengths.new_zeros(len(rows) - n)])
-        cache.select(rows)
+    if compiled:
+        src, max_lengths = top_up(src, max_lengths, cache)
     step_log_probs = compiled_log_probs(model) if compiled else next_log_probs
     b = src.size(0)
     active = torch.arange(b, device=device)  # sentences still searching

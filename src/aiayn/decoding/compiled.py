@@ -23,8 +23,7 @@ The layers are the model's own (`Decoder.forward`), so the step computes what
 `steps.next_logits` and `steps.next_log_probs` do, in another order of floating-point
 operations. The weights are read when a graph is compiled: if they change later (training goes
 on), the step is compiled anew. The cross-attention keys and values must be laid out as when the
-graph was compiled: the searches pass them through `DecoderCache.select`, which makes them
-contiguous.
+graph was compiled: the searches pass every batch through `top_up`, which makes them contiguous.
 
 Shapes: B rows (sentences x R rows each), S source length, C cache capacity, L positions decoded
 (this step's included), H heads, K d_k, D d_model, V vocabulary.
@@ -45,7 +44,7 @@ from torch import Tensor, nn
 from torch._dynamo import config as dynamo_config
 from torch._inductor import config as inductor_config
 
-from aiayn.decoding.steps import never_outputs, next_log_probs, next_logits
+from aiayn.decoding.steps import never_outputs, next_log_probs, next_logits, row_bucket
 from aiayn.model import DecoderCache, Transformer
 from aiayn.model.masks import padding_mask
 
@@ -64,6 +63,17 @@ def compiled_logits(model: Transformer) -> LogitsFn:
 def compiled_log_probs(model: Transformer) -> LogProbsFn:
     """`steps.next_log_probs`, compiled for `model`; as `compiled_logits`."""
     return functools.partial(_run, _compiled(model, normalise=True), next_log_probs)
+
+
+def top_up(src: Tensor, max_lengths: Tensor, cache: DecoderCache) -> tuple[Tensor, Tensor]:
+    """A new batch topped up to a power-of-two count of sentences (`row_bucket`) with copies of its
+    first, which may output nothing (maximum length 0): (B, S) source, (B,) maximum lengths -> the
+    same for B' >= B. The cache follows; its `select` also lays the cross-attention keys and values
+    out contiguously, as every batch of a compiled step must have them."""
+    n = src.size(0)
+    rows = torch.cat([torch.arange(n, device=src.device), src.new_zeros(row_bucket(n) - n)])  # (B',)
+    cache.select(rows)
+    return src[rows], torch.cat([max_lengths, max_lengths.new_zeros(len(rows) - n)])
 
 
 def _run(step: nn.Module, eager: Callable, model: Transformer, last_tokens: Tensor, src: Tensor,

@@ -8,8 +8,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from aiayn.decoding.compiled import compiled_logits
-from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_logits, row_bucket, rows_to_keep
+from aiayn.decoding.compiled import compiled_logits, top_up
+from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_logits, rows_to_keep
 from aiayn.model import Transformer
 
 
@@ -29,10 +29,8 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
     max_lengths = max_output_lengths(src, c.pad_id) if max_lengths is None else max_lengths
     n, steps = src.size(0), int(max_lengths.max())
     cache = model.init_cache(model.encode(src), capacity=steps + 1 if compiled else min(steps + 1, 256))
-    if compiled:  # rows topped up to a power of two; select also lays the cache out as compiled for
-        rows = torch.cat([torch.arange(n, device=src.device), src.new_zeros(row_bucket(n) - n)])  # (B,)
-        src, max_lengths = src[rows], torch.cat([max_lengths, max_lengths.new_zeros(len(rows) - n)])
-        cache.select(rows)
+    if compiled:
+        src, max_lengths = top_up(src, max_lengths, cache)
     step_logits = compiled_logits(model) if compiled else next_logits
     b = src.size(0)
     outputs = torch.full((b, steps), c.pad_id, dtype=torch.long, device=src.device)  # (B, L)
