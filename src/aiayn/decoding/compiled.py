@@ -89,7 +89,7 @@ def _run(step: nn.Module, eager: Callable, model: Transformer, last_tokens: Tens
     inputs = (last_tokens.contiguous(), table, [kv.k for kv in layers], [kv.v for kv in layers],
               cache.cross_attn, padding_mask(src, model.config.pad_id))
     _mark_shapes(*inputs)
-    with _compiling(last_tokens.device.type == "cpu"):
+    with _compiling():
         out = step(*inputs)
     for kv in layers:
         kv.length += 1
@@ -157,18 +157,16 @@ def _compiled(model: Transformer, normalise: bool) -> nn.Module:
 
 
 @contextlib.contextmanager
-def _compiling(cpu: bool) -> Iterator[None]:
+def _compiling() -> Iterator[None]:
     """TorchInductor's options while a step runs (and compiles, at a new row count): weights frozen
-    into the graph (only the process-wide option does it), on a CPU a C++ wrapper calling the kernels
-    instead of Python (steps about 1.05x faster, compiling about 1.4x slower; not tried on a GPU),
-    and room for a graph per row count. Set and restored directly: `config.patch` costs several
-    times more, at every step."""
-    saved = inductor_config.freezing, inductor_config.cpp_wrapper, dynamo_config.recompile_limit
-    inductor_config.freezing, inductor_config.cpp_wrapper, dynamo_config.recompile_limit = True, cpu, GRAPHS
+    into the graph (only the process-wide option does it), and room for a graph per row bucket.
+    Set and restored directly: `config.patch` costs several times more, at every step."""
+    saved = inductor_config.freezing, dynamo_config.recompile_limit
+    inductor_config.freezing, dynamo_config.recompile_limit = True, GRAPHS
     try:
         yield
     finally:
-        inductor_config.freezing, inductor_config.cpp_wrapper, dynamo_config.recompile_limit = saved
+        inductor_config.freezing, dynamo_config.recompile_limit = saved
 
 
 def _mark_shapes(last_tokens: Tensor, table: Tensor, keys: list[Tensor], values: list[Tensor],
