@@ -44,7 +44,7 @@ from torch import Tensor, nn
 from torch._dynamo import config as dynamo_config
 from torch._inductor import config as inductor_config
 
-from aiayn.decoding.steps import never_outputs, next_log_probs, next_logits, row_bucket
+from aiayn.decoding.steps import log_probs, logits_and_normaliser, next_log_probs, next_logits, row_bucket
 from aiayn.model import DecoderCache, Transformer
 from aiayn.model.masks import padding_mask
 
@@ -114,11 +114,7 @@ class _Step(nn.Module):
         x = m.embed_dropout(x + table[n - 1:n])
         slots = _Slots([_Slot(k, v, n) for k, v in zip(keys, values, strict=True)])
         hidden, _ = m.decoder(x, None, cross_attn, memory_mask, slots)  # (B, 1, D)
-        logits = m.logits(hidden)[:, -1].float()  # (B, V)
-        if self.normalise:
-            return never_outputs(m, logits.log_softmax(dim=-1))
-        normaliser = logits.logsumexp(dim=-1, keepdim=True)  # (B, 1), over the whole vocabulary
-        return never_outputs(m, logits), normaliser
+        return log_probs(m, hidden) if self.normalise else logits_and_normaliser(m, hidden)
 
 
 @dataclass

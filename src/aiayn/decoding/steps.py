@@ -32,30 +32,31 @@ def max_output_lengths(src: Tensor, pad_id: int, extra: int = 50, fixed: int = 0
 
 def next_logits(model: Transformer, last_tokens: Tensor, src: Tensor,
                 cache: DecoderCache) -> tuple[Tensor, Tensor]:
-    """Scores of the next token after `last_tokens` (B,), one cached step.
-
-    -> logits (B, V), and their log-normaliser logsumexp (B, 1): log-probability = logit - it.
-    Greedy decoding needs the log-probability of the chosen token only, so it normalises that one.
-    """
-    logits = _step_logits(model, last_tokens, src, cache)  # (B, V)
-    normaliser = logits.logsumexp(dim=-1, keepdim=True)  # (B, 1)
-    return never_outputs(model, logits), normaliser
+    """Scores of the next token after `last_tokens` (B,), one cached step: see `logits_and_normaliser`."""
+    return logits_and_normaliser(model, model.decode(last_tokens[:, None], None, src, cache))
 
 
 def next_log_probs(model: Transformer, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> Tensor:
-    """Log-probabilities of the next token after `last_tokens` (B,), one cached step. -> (B, V)
-
-    Beam search needs every row normalised: log_softmax does it in one fused pass over the scores.
-    """
-    return never_outputs(model, _step_logits(model, last_tokens, src, cache).log_softmax(dim=-1))
+    """Log-probabilities of the next token after `last_tokens` (B,), one cached step. -> (B, V)"""
+    return log_probs(model, model.decode(last_tokens[:, None], None, src, cache))
 
 
-def _step_logits(model: Transformer, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> Tensor:
-    hidden = model.decode(last_tokens[:, None], None, src, cache)  # (B, 1, D)
-    return model.logits(hidden)[:, -1].float()  # (B, V)
+def logits_and_normaliser(model: Transformer, hidden: Tensor) -> tuple[Tensor, Tensor]:
+    """The decoder output of one step (B, 1, D) -> logits (B, V), and their log-normaliser
+    logsumexp (B, 1): log-probability = logit - it. Greedy decoding needs the log-probability of
+    the chosen token only, so it normalises that one."""
+    logits = model.logits(hidden)[:, -1].float()  # (B, V)
+    normaliser = logits.logsumexp(dim=-1, keepdim=True)  # (B, 1)
+    return _never_outputs(model, logits), normaliser
 
 
-def never_outputs(model: Transformer, scores: Tensor) -> Tensor:
+def log_probs(model: Transformer, hidden: Tensor) -> Tensor:
+    """The decoder output of one step (B, 1, D) -> log-probabilities (B, V). Beam search needs
+    every row normalised: log_softmax does it in one fused pass over the scores."""
+    return _never_outputs(model, model.logits(hidden)[:, -1].float().log_softmax(dim=-1))
+
+
+def _never_outputs(model: Transformer, scores: Tensor) -> Tensor:
     """Padding and bos are never outputs (never targets in training): their scores become -inf,
     in place, after normalising over the full vocabulary, as log_softmax in training does."""
     scores[:, [model.config.pad_id, model.config.bos_id]] = float("-inf")
