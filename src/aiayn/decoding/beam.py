@@ -127,6 +127,8 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
                             cand_tokens.gather(1, keep)[:, :, None]], dim=2)  # (B, K, L+1)
         if step == 0:
             cache.fan_out(k)  # every beam continues bos: each starts as a copy of its sentence's row
+            if compiled:  # the compiled step reads histories where they lie: beams move none
+                cache.trace_ancestors()
         else:
             cache.reorder((torch.arange(b, device=device)[:, None] * k + beams).flatten())  # (B*K,)
 

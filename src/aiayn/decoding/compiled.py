@@ -19,6 +19,10 @@ A compiled graph is for fixed shapes. Here:
   keys and values into the cache's preallocated buffers, and attends over the filled positions
   only, as the eager step does;
 - the first step (one position) runs eagerly: a one-long dimension would be compiled apart.
+Attention is written out in the graph (`model.attention`), so Inductor fuses it with the
+cache reads. In beam search, a row's history stays where it was written: the cache traces which
+row holds each position (`DecoderCache.trace_ancestors`) and the step reads through that table,
+so beams that change rows move no keys or values.
 The layers are the model's own (`Decoder.forward`), so the step computes what
 `steps.next_logits` and `steps.next_log_probs` do, in another order of floating-point
 operations. The weights are read when a graph is compiled: if they change later (training goes
@@ -87,7 +91,7 @@ def _run(step: nn.Module, eager: Callable, model: Transformer, last_tokens: Tens
         raise ValueError(f"the cache holds {capacity} positions; the compiled step cannot grow it")
     table = model.positions(position + 1, 0, layers[0].k.dtype, layers[0].k.device)  # (L, D)
     inputs = (last_tokens.contiguous(), table, [kv.k for kv in layers], [kv.v for kv in layers],
-              cache.cross_attn, padding_mask(src, model.config.pad_id))
+              cache.ancestors, cache.cross_attn, padding_mask(src, model.config.pad_id))
     _mark_shapes(*inputs)
     with _compiling():
         out = step(*inputs)
@@ -104,15 +108,18 @@ class _Step(nn.Module):
         self.model, self.normalise = model, normalise
 
     def forward(self, last_tokens: Tensor, table: Tensor, keys: list[Tensor], values: list[Tensor],
-                cross_attn: list[tuple[Tensor, Tensor]], memory_mask: Tensor,
+                ancestors: Tensor | None, cross_attn: list[tuple[Tensor, Tensor]], memory_mask: Tensor,
                 ) -> Tensor | tuple[Tensor, Tensor]:
-        """tokens (B,), position table (L, D), per layer the cache buffers (B, C, H, K) and the
-        cross-attention keys and values (B/R, H, S, K), mask (B/R, 1, 1, S)
+        """tokens (B,), position table (L, D), per layer the cache buffers (B, C, H, K), the rows
+        holding each row's history (B, C) or None, per layer the cross-attention keys and values
+        (B/R, H, S, K), mask (B/R, 1, 1, S)
         -> log-probabilities (B, V), or logits (B, V) and their logsumexp (B, 1)."""
         m, n = self.model, table.size(0)
         x = m.tgt_embed(last_tokens[:, None])  # (B, 1, D)
         x = m.embed_dropout(x + table[n - 1:n])
-        slots = _Slots([_Slot(k, v, n) for k, v in zip(keys, values, strict=True)])
+        if ancestors is not None:  # (B, n), (n,): where each position of each history lies
+            ancestors = ancestors[:, :n], torch.arange(n, device=ancestors.device)
+        slots = _Slots([_Slot(k, v, n, ancestors) for k, v in zip(keys, values, strict=True)])
         hidden, _ = m.decoder(x, None, cross_attn, memory_mask, slots)  # (B, 1, D)
         return log_probs(m, hidden) if self.normalise else logits_and_normaliser(m, hidden)
 
@@ -124,12 +131,17 @@ class _Slot:
     k: Tensor  # (B, C, H, K)
     v: Tensor
     n: int  # positions filled after this step (a symbolic size when traced)
+    ancestors: tuple[Tensor, Tensor] | None  # rows (B, n) and positions (n,) of each history
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """(B, H, 1, K) new keys and values -> the n filled positions, each (B, H, n, K)."""
+        """(B, H, 1, K) new keys and values -> each row's history of n positions, each (B, H, n, K):
+        its own filled positions, or those its `ancestors` name (read where attention reads them:
+        Inductor fuses the gather into the attention kernel)."""
         self.k[:, self.n - 1:self.n] = k.transpose(1, 2)
         self.v[:, self.n - 1:self.n] = v.transpose(1, 2)
-        return self.k[:, :self.n].transpose(1, 2), self.v[:, :self.n].transpose(1, 2)
+        if self.ancestors is None:
+            return self.k[:, :self.n].transpose(1, 2), self.v[:, :self.n].transpose(1, 2)
+        return self.k[self.ancestors].transpose(1, 2), self.v[self.ancestors].transpose(1, 2)
 
 
 @dataclass
@@ -166,10 +178,11 @@ def _compiling() -> Iterator[None]:
 
 
 def _mark_shapes(last_tokens: Tensor, table: Tensor, keys: list[Tensor], values: list[Tensor],
-                 cross_attn: list[tuple[Tensor, Tensor]], memory_mask: Tensor) -> None:
+                 ancestors: Tensor | None, cross_attn: list[tuple[Tensor, Tensor]],
+                 memory_mask: Tensor) -> None:
     """Rows static; positions decoded, cache capacity and source length dynamic."""
     torch._dynamo.maybe_mark_dynamic(table, 0)
-    for buffer in (*keys, *values):
+    for buffer in (*keys, *values, *([] if ancestors is None else [ancestors])):
         torch._dynamo.maybe_mark_dynamic(buffer, 1)
     for k, v in cross_attn:
         torch._dynamo.maybe_mark_dynamic(k, 2)
