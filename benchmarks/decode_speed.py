@@ -1,5 +1,5 @@
-"""Decoding speed, side by side in one run: aiayn (float32, int8 and bfloat16, and float32 with its
-compiled decoder step) against HuggingFace
+"""Decoding speed, side by side in one run: aiayn (float32, int8 and bfloat16, and float32 and int8
+with its compiled decoder step) against HuggingFace
 MarianMTModel.generate and CTranslate2 (float32 and int8), greedy and beam 4, on the first 1,000
 sentences of Multi30k test_2016_flickr (en) in batches of 32, every output forced to exactly 32
 new tokens. (bfloat16 pays on CPUs with AMX or AVX512-BF16 units; on others it can be slower.)
@@ -88,8 +88,10 @@ def systems(model: Transformer, new_tokens: int, beam: int, huggingface: bool,
         on_device = copy.deepcopy(model).to(device)
         ours = [("aiayn", on_device), ("aiayn bfloat16", copy.deepcopy(on_device).to(torch.bfloat16))]
     ours.insert(1, ("aiayn compiled", copy.deepcopy(model).to(device)))  # Inductor packs the weights
+    if device.type == "cpu":
+        ours.insert(3, ("aiayn int8 compiled", quantize_int8(model, compiled=True)))
     for name, m in ours:
-        compiled = name == "aiayn compiled"
+        compiled = name.endswith("compiled")
         if beam == 1:
             run[name] = lambda src, m=m, compiled=compiled: greedy_search(
                 m, src, max_output_lengths(src, c.pad_id, fixed=new_tokens), compiled=compiled)
@@ -204,10 +206,12 @@ def main() -> None:
     peak = matmul_peak_gflops(size, device=device)
     print(f"{machine(device)}\nfloat32 matmul peak: {peak:,.0f} GFLOP/s; {len(lines)} sentences in "
           f"batches of {args.batch_size}, {new_tokens} new tokens each")
+    ours = ("aiayn", "aiayn compiled", "aiayn int8", "aiayn int8 compiled", "aiayn bfloat16")
     rows = ["| search | system | output tokens/s | model GFLOP/s (share of float32 peak) "
             "| aiayn float32 speed relative to it | aiayn compiled relative to it "
-            "| aiayn int8 relative to it | aiayn bfloat16 relative to it | peak memory |",
-            "|---|---|---|---|---|---|---|---|---|"]
+            "| aiayn int8 relative to it | aiayn int8 compiled relative to it "
+            "| aiayn bfloat16 relative to it | peak memory |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as workdir:
         if "ctranslate2" in args.systems:
             from aiayn.interop.ctranslate2 import export
@@ -237,8 +241,8 @@ def main() -> None:
             search = "greedy" if beam == 1 else f"beam {beam}"
             for name, tokens_per_s in speed.items():
                 flops = gflop * tokens_per_s / (len(lines) * new_tokens)  # GFLOP/s
-                relative = [f"{speed[ours] / tokens_per_s:.2f}x" if ours != name and ours in speed else ""
-                            for ours in ("aiayn", "aiayn compiled", "aiayn int8", "aiayn bfloat16")]
+                relative = [f"{speed[mine] / tokens_per_s:.2f}x" if mine != name and mine in speed else ""
+                            for mine in ours]
                 rows.append(f"| {search} | {name} | {tokens_per_s:,.0f} | {flops:.1f} ({flops / peak:.0%}) | "
                             f"{' | '.join(relative)} | {memory[name]} |")
                 print(rows[-1])

@@ -6,7 +6,14 @@ import torch
 import torch.nn.functional as F
 
 from aiayn.decoding import beam_search, greedy_search
-from aiayn.inference import PACK_AFTER, MKLPackedLinear, pack_for_cpu, packing_available, quantize_int8
+from aiayn.inference import (
+    PACK_AFTER,
+    MKLPackedLinear,
+    OneDNNInt8Linear,
+    pack_for_cpu,
+    packing_available,
+    quantize_int8,
+)
 from tests.conftest import source_ids
 
 needs_mkl = pytest.mark.skipif(not packing_available(torch.float32), reason="no MKL packed matmul here")
@@ -33,6 +40,51 @@ def test_int8_model_translates_like_the_float_model(reverse_model):
     assert same >= 90  # int8 rounding may flip a few near ties
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())  # the original is untouched
     assert type(int8.decoder.layers[0].feed_forward.w1).__module__.startswith("torch.ao.nn.quantized")
+
+
+def _quantized_maths(x, weight, bias):
+    """int8 weights with a scale per output feature, x on a uint8 grid spanning its range and 0."""
+    w_scale = weight.abs().amax(dim=1) / 127
+    lo, hi = min(x.min().item(), 0.0), max(x.max().item(), 0.0)
+    x_scale = (hi - lo) / 255
+    zero = round(-lo / x_scale)
+    x_grid = (torch.clamp(torch.round(x / x_scale) + zero, 0, 255) - zero) * x_scale
+    return F.linear(x_grid, torch.round(weight / w_scale[:, None]) * w_scale[:, None], bias)
+
+
+@torch.inference_mode()
+def test_onednn_int8_linear_eagerly_and_compiled_computes_int8_maths_with_onednn():
+    """Eagerly and compiled by Inductor with freezing, the layer computes the quantized maths, and
+    the compiled graph multiplies with oneDNN's int8 matmul (not a float matmul of dequantized
+    weights)."""
+    torch.manual_seed(0)
+    weight, bias = torch.randn(300, 64) * 0.1, torch.randn(300)
+    layer = OneDNNInt8Linear(weight, bias)
+    x = torch.randn(4, 2, 64)  # (N, 1, I)-like: leading dimensions are flattened and restored
+    expected = _quantized_maths(x.view(8, 64), weight, bias).view(4, 2, 300)
+    float_error = (F.linear(x, weight, bias) - expected).abs().max()
+    torch.testing.assert_close(layer(x), expected, rtol=1e-4, atol=1e-4)
+    assert float_error > 1e-3  # so the check above tells int8 maths from float maths
+
+    compiled = torch.compile(layer)
+    with torch._inductor.config.patch(freezing=True), torch.profiler.profile() as profile:
+        out = compiled(x)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    assert "onednn::qlinear_pointwise" in {event.key for event in profile.key_averages()}
+
+
+def test_int8_model_compiled_for_searches_translates_like_the_float_model(reverse_model):
+    model, tokenizer, sources = reverse_model
+    int8 = quantize_int8(model, compiled=True)
+    src, _ = _batch(tokenizer, sources[:100])
+    eager = [h.tokens for h in greedy_search(int8, src)]  # oneDNN int8 matmuls called directly
+    assert sum(a == b.tokens for a, b in zip(eager, greedy_search(model, src), strict=True)) >= 90
+    src = src[:16]  # compiled: a graph per row count, as sentences finish
+    compiled = greedy_search(int8, src, compiled=True)
+    assert sum(a.tokens == b for a, b in zip(compiled, eager[:16], strict=True)) >= 15
+    pairs = zip(beam_search(int8, src, 3, compiled=True), beam_search(model, src, 3), strict=True)
+    assert sum(a[0].tokens == b[0].tokens for a, b in pairs) >= 14
+    assert isinstance(int8.decoder.layers[0].feed_forward.w1, OneDNNInt8Linear)
 
 
 @needs_mkl

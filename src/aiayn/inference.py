@@ -3,10 +3,11 @@
 Each is made by replacing every linear map of a deep copy; the original is untouched, and the
 copies translate only (they are not trained or saved):
 
-- `quantize_int8`: PyTorch dynamic quantization. Weights are stored as int8 and activations
-  quantized on the fly, row by row of each matmul; embeddings, LayerNorms and softmax stay in
-  float32. (PyTorch marks its quantized tensors deprecated in favour of torchao; this path uses
-  what torch 2.13 ships.)
+- `quantize_int8`: int8 weights, activations quantized on the fly at each matmul; embeddings,
+  LayerNorms and softmax stay in float32. Run eagerly, PyTorch's dynamic quantization (PyTorch
+  marks its quantized tensors deprecated in favour of torchao; this path uses what torch 2.13
+  ships). For the compiled decoder step (`--compile`), `OneDNNInt8Linear`, which TorchInductor
+  turns into oneDNN int8 matmuls.
 - `pack_for_cpu`: the same maths in float32 or bfloat16, with each weight packed once into the
   layout the matmul kernels read, instead of being repacked inside every matmul. Float32 uses
   MKL, whose packing serves one row count and costs about as much as 4-6 of the matmuls it
@@ -26,6 +27,7 @@ import warnings
 from collections.abc import Callable
 
 import torch
+import torch.ao.quantization.fx._decomposed  # noqa: F401 (defines torch.ops.quantized_decomposed)
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -45,6 +47,61 @@ def _int8_linear(weight: Tensor, bias: Tensor | None) -> nn.Module:
         warnings.filterwarnings("ignore", message=r".*quantiz.*deprecated")
         return torch.ao.quantization.quantize_dynamic(nn.Sequential(linear), {nn.Linear},
                                                       dtype=torch.qint8)[0]
+
+
+EPS = torch.finfo(torch.float32).eps  # smallest activation scale of OneDNNInt8Linear
+
+
+class OneDNNInt8Linear(nn.Module):
+    """y = x W^T + b with W in int8 (symmetric, a scale per output feature) and x quantized to uint8
+    at each call (a scale and zero point from that call's range), multiplied by oneDNN in int8 (on
+    AMX or VNNI units where the CPU has them).
+
+    In a graph TorchInductor compiles with freezing (the compiled decoder step), it is written in
+    PyTorch's `quantized_decomposed` operations: Inductor matches that pattern, prepacks the weight
+    once and fuses the quantization of x into the operation before it. Run eagerly (the encoder and
+    the first decoder step), it quantizes x and calls oneDNN's int8 matmul itself, on a weight
+    packed at the first call (copies and pickles drop the packed weight and pack anew).
+    """
+
+    def __init__(self, weight: Tensor, bias: Tensor | None) -> None:
+        super().__init__()
+        scale = weight.abs().amax(dim=1).clamp(min=torch.finfo(torch.float32).tiny) / 127  # (O,)
+        self.register_buffer("scale", scale)
+        self.register_buffer("qweight", torch.round(weight / scale[:, None]).to(torch.int8))  # (O, I)
+        self.register_buffer("zero_point", torch.zeros(weight.size(0), dtype=torch.int64))
+        self.register_buffer("bias", None if bias is None else bias.detach().clone())  # (O,)
+        self.packed: Tensor | None = None
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(..., I) -> (..., O)."""
+        rows = x.reshape(-1, x.size(-1))  # (N, I): Inductor matches the pattern on a 2-d matmul
+        out = self._decomposed(rows) if torch.compiler.is_compiling() else self._eager(rows)
+        return out.view(*x.shape[:-1], -1)
+
+    def _decomposed(self, rows: Tensor) -> Tensor:
+        qd = torch.ops.quantized_decomposed
+        scale, zero = qd.choose_qparams.tensor(rows, 0, 255, EPS, torch.uint8)
+        quantized = qd.quantize_per_tensor.tensor(rows, scale, zero, 0, 255, torch.uint8)
+        rows = qd.dequantize_per_tensor.tensor(quantized, scale, zero, 0, 255, torch.uint8)
+        weight = qd.dequantize_per_channel(self.qweight, self.scale, self.zero_point, 0, -128, 127,
+                                           torch.int8)
+        return F.linear(rows, weight, self.bias)
+
+    def _eager(self, rows: Tensor) -> Tensor:
+        lo, hi = torch.aminmax(rows)
+        lo, hi = lo.clamp(max=0), hi.clamp(min=0)  # the range holds 0, as choose_qparams's does
+        scale = ((hi - lo) / 255).clamp(min=EPS)
+        zero = torch.round(-lo / scale).to(torch.int64)
+        quantized = torch.clamp(torch.round(rows / scale) + zero, 0, 255).to(torch.uint8)
+        if self.packed is None:
+            self.packed = torch.ops.onednn.qlinear_prepack(self.qweight, None)
+        return torch.ops.onednn.qlinear_pointwise.tensor(
+            quantized, scale, zero, self.packed, self.scale, self.zero_point, self.bias,
+            1.0, 0, torch.float32, "none", [], "")
+
+    def __getstate__(self) -> dict:
+        return {**super().__getstate__(), "packed": None}
 
 
 class _PackedWeight(nn.Module):
@@ -147,9 +204,14 @@ def _with_linear_maps(model: Transformer, make_linear: MakeLinear,
     return model
 
 
-def quantize_int8(model: Transformer) -> Transformer:
-    """A copy of `model` for CPU translation with int8 weights in every linear map."""
-    return _with_linear_maps(model, _int8_linear)
+def quantize_int8(model: Transformer, compiled: bool = False) -> Transformer:
+    """A copy of `model` for CPU translation with int8 weights in every linear map: PyTorch's dynamic
+    quantization, or, `compiled`, for searches with the compiled decoder step, linear maps that
+    TorchInductor turns into oneDNN int8 matmuls (`OneDNNInt8Linear`)."""
+    if compiled:  # Inductor's int8 lowering copies a tensor the way PyTorch warns against: its affair
+        warnings.filterwarnings("ignore", message="To copy construct from a tensor",
+                                module="torch._inductor.mkldnn_lowerings")
+    return _with_linear_maps(model, OneDNNInt8Linear if compiled else _int8_linear)
 
 
 def pack_for_cpu(model: Transformer, dtype: torch.dtype = torch.float32) -> Transformer:

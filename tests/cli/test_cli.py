@@ -142,7 +142,6 @@ def test_translate_compiled_gives_the_translations_of_eager_search(trained_run, 
     (["--compute-type", "int8"], "--compute-type int8 is for --engine ctranslate2"),
     (["--engine", "ctranslate2", "--penalty-form", "gnmt"], "--penalty-form gnmt is for --engine pytorch"),
     (["--engine", "ctranslate2", "--compile", "--beam-size", "1"], "--compile is for --engine pytorch"),
-    (["--compile", "--beam-size", "1", "--int8"], "--int8 and --compile are alternatives"),
 ])
 def test_options_of_the_other_engine_are_errors(tmp_path, capsys, options, message):
     assert main(["translate", str(tmp_path), "a b c", *options]) == 2  # before anything is loaded

@@ -73,8 +73,9 @@ def add_inference_options(parser: argparse.ArgumentParser) -> None:
                              "environment variable CT2_USE_MKL=0 (oneDNN) or --threads 1 (int8) is "
                              "1.3-1.6x faster than its default (README, engines) (default: pytorch)")
     parser.add_argument("--int8", action="store_true",
-                        help="pytorch only: int8 weights in every linear map (dynamic quantization), "
-                             "for CPUs")
+                        help="pytorch only, for CPUs: int8 weights in every linear map, activations "
+                             "quantized at each matmul (PyTorch's dynamic quantization; with --compile, "
+                             "oneDNN int8 matmuls, which use AMX or VNNI units where the CPU has them)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
                         help="pytorch only: the floating-point type the model computes in. bfloat16 is "
                              "faster on GPUs and on CPUs with AMX or AVX512-BF16 units (elsewhere it can "
@@ -130,7 +131,8 @@ def load_for_inference(args: argparse.Namespace) -> Inference:
     if args.int8:
         if device.type != "cpu":
             raise cfg.ConfigError("--int8 is for CPUs: use --device cpu")
-        ck.model, where = inference.quantize_int8(ck.model), where.replace("pytorch", "pytorch int8")
+        ck.model = inference.quantize_int8(ck.model, compiled=decode.compile)
+        where = where.replace("pytorch", "pytorch int8 compiled" if decode.compile else "pytorch int8")
     elif decode.compile:  # TorchInductor packs the weights itself
         ck.model = ck.model.to(dtype)
         where = where.replace("pytorch", f"pytorch {args.dtype} compiled")
@@ -159,7 +161,5 @@ def _check_engine_options(args: argparse.Namespace) -> None:
                               "PyTorch takes --int8 or --dtype")
     if args.int8 and args.dtype != "float32":
         raise cfg.ConfigError(f"--int8 and --dtype {args.dtype} are alternatives: choose one")
-    if args.int8 and getattr(args, "compile", False):
-        raise cfg.ConfigError("--int8 and --compile are alternatives: choose one")
     if args.engine == "ctranslate2" and getattr(args, "compile", False):
         raise cfg.ConfigError("--compile is for --engine pytorch")
