@@ -208,7 +208,11 @@ def quantize_int8(model: Transformer, compiled: bool = False) -> Transformer:
     """A copy of `model` for CPU translation with int8 weights in every linear map: PyTorch's dynamic
     quantization, or, `compiled`, for searches with the compiled decoder step, linear maps that
     TorchInductor turns into oneDNN int8 matmuls (`OneDNNInt8Linear`)."""
-    if compiled:  # Inductor's int8 lowering copies a tensor the way PyTorch warns against: its affair
+    if compiled:
+        if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.onednn, "qlinear_pointwise")):
+            raise RuntimeError("this PyTorch build or CPU has no oneDNN int8 matmul: use --int8 without "
+                               "--compile")
+        # Inductor's int8 lowering copies a tensor the way PyTorch warns against: its affair
         warnings.filterwarnings("ignore", message="To copy construct from a tensor",
                                 module="torch._inductor.mkldnn_lowerings")
     return _with_linear_maps(model, OneDNNInt8Linear if compiled else _int8_linear)
