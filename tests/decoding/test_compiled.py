@@ -27,33 +27,34 @@ def assert_same_beam(model, src, limits):
 
 
 def test_compiled_greedy_equals_eager_greedy_with_one_graph_per_row_bucket():
-    """3 sentences run as 4 rows (one a finished copy), then as 2 once the first has finished: two
-    graphs, each for every step. A batch of another source length, output length and padding
-    reuses the 4-row graph."""
+    """10 sentences run as 16 rows (six finished copies), then as 8 once no more than 8 are left: two
+    graphs, each for every step. A batch of another size, source length, output length and padding
+    reuses them; 3 sentences run as 8 rows."""
     model = tiny_model()
     before = graphs_compiled()
-    assert_same_greedy(model, random_ids(3, 7), torch.tensor([3, 7, 7]))
-    assert graphs_compiled() - before == 2  # 4 rows, then 2
+    assert_same_greedy(model, random_ids(10, 7), torch.tensor([3] * 4 + [7] * 6))
+    assert graphs_compiled() - before == 2  # 16 rows, then 8
 
-    src = random_ids(4, 11, seed=1)
+    src = random_ids(12, 11, seed=1)
     src[1, 6:] = model.config.pad_id  # a padded source
     before = graphs_compiled()
-    assert_same_greedy(model, src, torch.tensor([12, 4, 12, 12]))
+    assert_same_greedy(model, src, torch.tensor([12, 4] * 6))
+    assert_same_greedy(model, src[:3], torch.tensor([5, 2, 5]))
     assert graphs_compiled() == before
 
 
 def test_compiled_beam_search_equals_eager_beam_search():
-    """Beam 3 with its 3-best lists: 3 sentences run as 4 (12 rows), then as 1 (3 rows) once two
-    have finished; a second batch of 4 sentences reuses the 12-row graph."""
+    """Beam 3 with its 3-best lists: 9 sentences run as 16 (48 rows), then as 8 (24 rows) once at
+    most 8 are left; a second batch of 12 sentences reuses both graphs."""
     model = tiny_model()
     before = graphs_compiled()
-    assert_same_beam(model, random_ids(3, 6, seed=3), torch.tensor([2, 9, 2]))
-    assert graphs_compiled() - before == 2  # 12 rows, then 3
+    assert_same_beam(model, random_ids(9, 6, seed=3), torch.tensor([2] + [9] * 8))
+    assert graphs_compiled() - before == 2  # 48 rows, then 24
 
-    src = random_ids(4, 9, seed=4)
+    src = random_ids(12, 9, seed=4)
     src[2, 5:] = model.config.pad_id
     before = graphs_compiled()
-    assert_same_beam(model, src, torch.tensor([8, 8, 8, 8]))
+    assert_same_beam(model, src, torch.tensor([8, 3] * 6))
     assert graphs_compiled() == before
 
 
@@ -71,9 +72,10 @@ def test_changed_weights_are_compiled_anew():
         pytest.approx([h.log_prob for h in first], abs=1e-4)
 
 
-def test_rows_leave_at_power_of_two_counts_when_compiled():
-    done = torch.tensor([True, False, True, False, False, True, True, True])
-    assert rows_to_keep(done, compiled=True).tolist() == [1, 3, 4, 0]  # unfinished first, topped up
-    assert rows_to_keep(~done, compiled=True) is None  # 5 unfinished still need 8 rows: all stay
-    assert rows_to_keep(done, compiled=False).tolist() == [1, 3, 4]
-    assert [row_bucket(n) for n in (1, 2, 3, 5, 32, 33)] == [1, 2, 4, 8, 32, 64]
+def test_rows_leave_at_power_of_two_counts_of_8_or_more_when_compiled():
+    done = torch.tensor([True, False, True, False, False, True, True, True] * 2)
+    assert rows_to_keep(done, compiled=True).tolist() == [1, 3, 4, 9, 11, 12, 0, 2]  # unfinished first
+    assert rows_to_keep(~done, compiled=True) is None  # 10 unfinished still need 16 rows: all stay
+    assert rows_to_keep(done[:8], compiled=True) is None  # never fewer than 8 rows
+    assert rows_to_keep(done, compiled=False).tolist() == [1, 3, 4, 9, 11, 12]
+    assert [row_bucket(n) for n in (1, 2, 3, 5, 8, 9, 32, 33)] == [8, 8, 8, 8, 8, 16, 32, 64]

@@ -11,8 +11,8 @@ made greedy search 1.55x faster (benchmarks/RESULTS.md).
 
 A compiled graph is for fixed shapes. Here:
 - the rows are fixed per graph (MKL packs a weight for one row count; with a dynamic row count
-  the step was no faster than eager): a step is compiled once per power-of-two row count
-  (`steps.row_bucket`), and the searches top their batches up to one;
+  the step was no faster than eager): a step is compiled once per power-of-two count of
+  sentences, 8 at least (`steps.row_bucket`), and the searches top their batches up to one;
 - the number of positions decoded, the cache capacity and the source length are dynamic
   dimensions: one graph serves every step and every batch of its row count. The step reads
   the positions decoded so far from the length of the position table it is given, writes its
