@@ -1,3 +1,5 @@
+import copy
+
 import pytest
 import torch
 
@@ -96,11 +98,12 @@ def test_traced_ancestors_name_the_histories_that_reordering_would_move():
     row's positions from the rows the table names gives what the copying cache holds."""
     model = tiny_model()
     src, tgt = random_ids(3, 5), random_ids(6, 3, seed=1)
-    copying, traced = (model.init_cache(model.encode(src), capacity=8, rows_per_sentence=2) for _ in range(2))
-    traced.trace_ancestors()
-    for i in range(3):  # no reordering yet: the table names every row's own positions
-        for cache in (copying, traced):
-            model.decode(tgt[:, i:i + 1], None, src, cache)
+    with torch.no_grad():  # a cache of tensors outside autograd, as the searches make, can be copied
+        copying = model.init_cache(model.encode(src), capacity=8, rows_per_sentence=2)
+        for i in range(3):
+            model.decode(tgt[:, i:i + 1], None, src, copying)
+    traced = copy.deepcopy(copying)
+    traced.trace_ancestors()  # no reordering yet: the table names every row's own positions
     for rows in (torch.tensor([1, 1, 2, 2, 5, 4]), torch.tensor([0, 0, 3, 2, 4, 4])):
         copying.reorder(rows)
         traced.reorder(rows)
@@ -112,6 +115,8 @@ def test_traced_ancestors_name_the_histories_that_reordering_would_move():
     for mine, reference in zip(traced.self_attn, copying.self_attn, strict=True):
         assert torch.equal(mine.k[where].transpose(1, 2), reference.filled()[0])
         assert torch.equal(mine.v[where].transpose(1, 2), reference.filled()[1])
+    with pytest.raises(ValueError, match="only the compiled decoder step"):  # the eager step would
+        model.decode(tgt[:4, :1], None, src[1:], traced)  # read each row's own buffers
 
 
 def test_fanning_out_a_cache_equals_decoding_every_row_from_the_start():
