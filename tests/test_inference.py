@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from aiayn.decoding import beam_search, greedy_search
 from aiayn.inference import (
     PACK_AFTER,
+    Int8Linear,
     MKLPackedLinear,
     OneDNNInt8Linear,
     pack_for_cpu,
@@ -73,6 +74,37 @@ def test_onednn_int8_linear_eagerly_and_compiled_computes_int8_maths_with_onednn
     assert "onednn::qlinear_pointwise" in {event.key for event in profile.key_averages()}
 
 
+def _row_quantized_maths(x, weight, bias):
+    """int8 weights with a scale per output feature, each row of x on an int8 grid of its own."""
+    w_scale = weight.abs().amax(dim=1) / 127
+    x_scale = x.abs().amax(dim=1, keepdim=True) / 127
+    w_grid = torch.round(weight / w_scale[:, None]) * w_scale[:, None]
+    return F.linear(torch.round(x / x_scale) * x_scale, w_grid, bias)
+
+
+@torch.inference_mode()
+def test_int8_linear_eagerly_and_compiled_computes_row_quantized_int8_maths_with_int_mm():
+    """Eagerly and compiled by Inductor with freezing, the layer computes the quantized maths, and
+    the compiled graph multiplies with `_int_mm` (not oneDNN's int8 linear op, which Inductor puts
+    in place of some ways of writing it, nor a float matmul)."""
+    torch.manual_seed(0)
+    weight, bias = torch.randn(300, 64) * 0.1, torch.randn(300)
+    layer = Int8Linear(weight, bias)
+    x = torch.randn(4, 2, 64) * torch.logspace(-2, 1, 8).view(4, 2, 1)  # rows of different ranges
+    expected = _row_quantized_maths(x.view(8, 64), weight, bias).view(4, 2, 300)
+    float_error = (F.linear(x, weight, bias) - expected).abs().max()
+    per_tensor_error = (_quantized_maths(x.view(8, 64), weight, bias).view(4, 2, 300) - expected).abs().max()
+    torch.testing.assert_close(layer(x), expected, rtol=1e-4, atol=1e-4)
+    assert min(float_error, per_tensor_error) > 1e-3  # so the check tells these maths from others
+
+    compiled = torch.compile(layer)
+    with torch._inductor.config.patch(freezing=True), torch.profiler.profile() as profile:
+        out = compiled(x)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    called = {event.key for event in profile.key_averages()}
+    assert "aten::_int_mm" in called and "onednn::qlinear_pointwise" not in called
+
+
 def test_int8_model_compiled_for_searches_translates_like_the_float_model(reverse_model):
     model, tokenizer, sources = reverse_model
     int8 = quantize_int8(model, compiled=True)
@@ -84,7 +116,8 @@ def test_int8_model_compiled_for_searches_translates_like_the_float_model(revers
     assert sum(a.tokens == b for a, b in zip(compiled, eager[:16], strict=True)) >= 15
     pairs = zip(beam_search(int8, src, 3, compiled=True), beam_search(model, src, 3), strict=True)
     assert sum(a[0].tokens == b[0].tokens for a, b in pairs) >= 14
-    assert isinstance(int8.decoder.layers[0].feed_forward.w1, OneDNNInt8Linear)
+    assert isinstance(int8.decoder.layers[0].feed_forward.w1, Int8Linear)
+    assert isinstance(int8.output_proj, OneDNNInt8Linear)
 
 
 @needs_mkl

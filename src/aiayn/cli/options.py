@@ -75,7 +75,8 @@ def add_inference_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--int8", action="store_true",
                         help="pytorch only, for CPUs: int8 weights in every linear map, activations "
                              "quantized at each matmul (PyTorch's dynamic quantization; with --compile, "
-                             "oneDNN int8 matmuls, which use AMX or VNNI units where the CPU has them)")
+                             "oneDNN's int8 matmuls, on AMX or VNNI units where the CPU has them, with "
+                             "activations quantized per row)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
                         help="pytorch only: the floating-point type the model computes in. bfloat16 is "
                              "faster on GPUs and on CPUs with AMX or AVX512-BF16 units (elsewhere it can "
