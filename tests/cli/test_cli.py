@@ -136,6 +136,14 @@ def test_translate_compiled_gives_the_translations_of_eager_search(trained_run, 
         assert compiled == capsys.readouterr().out and len(compiled.splitlines()) == 2
 
 
+def test_translate_int8_compiled_gives_the_float_translations_of_a_confident_model(trained_run, capsys):
+    sentences = ["a b c", "d e f g h i"]
+    assert main(["translate", str(trained_run), *sentences, "--beam-size", "1", "--int8", "--compile"]) == 0
+    int8 = capsys.readouterr().out
+    assert main(["translate", str(trained_run), *sentences, "--beam-size", "1"]) == 0
+    assert int8 == capsys.readouterr().out and len(int8.splitlines()) == 2
+
+
 @pytest.mark.parametrize("options, message", [
     (["--engine", "ctranslate2", "--int8"], "--int8 is for --engine pytorch"),
     (["--engine", "ctranslate2", "--dtype", "bfloat16"], "--dtype bfloat16 is for --engine pytorch"),
