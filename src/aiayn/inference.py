@@ -68,8 +68,8 @@ class _Int8Weight(nn.Module):
 
 class Int8Linear(_Int8Weight):
     """y = x W^T + b with W in int8 and each row of x quantized to int8 at each call (symmetric,
-    a scale per row), multiplied by `torch._int_mm` into int32 (oneDNN, on AMX or VNNI units where
-    the CPU has them) and scaled back to float32.
+    a scale per row), multiplied by `torch._int_mm` into int32 (oneDNN's int8 GEMM on the CPU, on
+    AMX or VNNI units where it has them) and scaled back to float32.
 
     The same operations eagerly and in a compiled graph, where Inductor fuses the quantization of
     x into the operation before it and the scaling into the one after. At the row counts of
@@ -97,9 +97,9 @@ class OneDNNInt8Linear(_Int8Weight):
 
     In a graph TorchInductor compiles with freezing (the compiled decoder step), it is written in
     PyTorch's `quantized_decomposed` operations: Inductor matches that pattern, prepacks the weight
-    once and fuses the quantization of x into the operation before it. Run eagerly (the encoder and
-    the first decoder step), it quantizes x and calls oneDNN's int8 matmul itself, on a weight
-    packed at the first call (copies and pickles drop the packed weight and pack anew).
+    once and fuses the quantization of x into the operation before it. Run eagerly (the first
+    decoder step), it quantizes x and calls oneDNN's int8 matmul itself, on a weight packed at the
+    first call (copies and pickles drop the packed weight and pack anew).
     """
 
     def __init__(self, weight: Tensor, bias: Tensor | None) -> None:
