@@ -31,3 +31,10 @@ aiayn average "$run" --last 5 --out "$run/averaged"
 for test in test_2016_flickr test_2017_flickr; do
     aiayn evaluate "$run/averaged" --test "multi30k:$test" --output "$run/$test.$tgt" --scores "$run/$test.json"
 done
+
+echo
+echo "model: $run/averaged. To use aiayn from your shell:"
+echo "  . .venv/bin/activate"
+if [ -n "${AIAYN_DATA_DIR:-}" ]; then
+    echo "  export AIAYN_DATA_DIR=$AIAYN_DATA_DIR     # where Multi30k is"
+fi

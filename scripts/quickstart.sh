@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # From nothing to a translating model: set up .venv, train the small Transformer on Multi30k
-# en->de for 5 minutes on the CPU (recipes/quickstart.toml), then translate a few sentences.
-# Multi30k is read from $AIAYN_DATA_DIR (default: ../shared/data when it exists), else downloaded.
+# en->de for 300 updates (recipes/quickstart.toml; about 5 minutes on a 2-core CPU), then
+# translate a few sentences. Multi30k is read from $AIAYN_DATA_DIR (default: ../shared/data when
+# it exists), else downloaded into ~/.cache/aiayn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,11 +18,21 @@ if [ -z "${AIAYN_DATA_DIR:-}" ] && [ -d ../shared/data/multi30k ]; then
     export AIAYN_DATA_DIR="$(cd ../shared/data && pwd)"
 fi
 
-run="runs/quickstart-$(date +%Y%m%d-%H%M%S)"
+run=runs/quickstart                      # runs/quickstart-2, -3, ... when it is taken
+n=1
+while [ -e "$run" ]; do n=$((n + 1)); run="runs/quickstart-$n"; done
+start=$SECONDS
 aiayn train --config recipes/quickstart.toml --out "$run"
-aiayn info "$run" | tail -8
+echo "training took $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s"
 aiayn translate "$run" \
     "A man in an orange hat starring at something." \
     "Two young children are playing in the sand." \
     "A woman is riding a bicycle down the street."
-echo "model: $run (try: aiayn translate $run \"A dog runs on the beach.\")"
+
+echo
+echo "model: $run. To use aiayn from your shell:"
+echo "  . .venv/bin/activate"
+if [ -n "${AIAYN_DATA_DIR:-}" ]; then
+    echo "  export AIAYN_DATA_DIR=$AIAYN_DATA_DIR     # where Multi30k is"
+fi
+echo "  aiayn translate $run \"A dog runs on the beach.\""

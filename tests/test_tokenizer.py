@@ -1,5 +1,9 @@
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from aiayn.data import multi30k
-from aiayn.tokenizer import Tokenizer
+from aiayn.tokenizer import Tokenizer, TokenizerError
 
 
 def test_special_ids_are_fixed_and_decode_skips_specials():
@@ -27,3 +31,38 @@ def test_unseen_characters_round_trip_through_byte_fallback():
     tokenizer = Tokenizer.train(["plain ascii text only"] * 50, 300)
     for text in ("Größe – 東京 🙂", "naïve café"):
         assert tokenizer.decode(tokenizer.encode([text])[0]) == text
+
+
+# Text as the tokenizer promises to round-trip: any Unicode but surrogates and "\n", with no leading,
+# trailing or repeated spaces (SentencePiece treats spaces as word boundaries).
+plain_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"), max_size=60).map(
+    lambda s: " ".join(s.split(" "))).filter(lambda s: s == s.strip(" ") and "  " not in s)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return Tokenizer.train(["the cat sat on the mat", "der Hund lief über die Straße"] * 50, 300)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plain_text)
+def test_property_decode_inverts_encode(trained, text):
+    ids = trained.encode([text])[0]
+    assert all(0 <= i < trained.vocab_size for i in ids)
+    assert trained.decode(ids) == text
+
+
+def test_too_small_a_vocabulary_is_a_clear_error():
+    """Problem 7: `--vocab-size 1` crashed inside SentencePiece with a traceback."""
+    with pytest.raises(TokenizerError, match="vocab_size=1 is too small: a tokenizer needs at least 261"):
+        Tokenizer.train(["a b c"] * 10, 1)
+    with pytest.raises(TokenizerError, match="vocab_size=262 is too small for this text: .* at least 301 "):
+        Tokenizer.train(["".join(chr(0x4E00 + i) for i in range(40))] * 10, 262)
+
+
+def test_a_file_that_is_not_a_tokenizer_is_named(tmp_path):
+    (tmp_path / "tokenizer.model").write_bytes(b"")
+    with pytest.raises(TokenizerError, match=f"{tmp_path / 'tokenizer.model'}: not a SentencePiece model"):
+        Tokenizer.load(tmp_path)
+    with pytest.raises(TokenizerError, match="no tokenizer there"):
+        Tokenizer.load(tmp_path / "nothing")

@@ -59,3 +59,22 @@ def test_positional_encoding_and_training_figures(tmp_path):
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     assert main(["plot", "training", str(tmp_path), "--out", str(tmp_path / "t.png")]) == 0
     assert (tmp_path / "t.png").read_bytes().startswith(PNG)
+
+
+def test_attention_grids_have_a_colour_scale_axis_titles_and_the_right_sentence(reverse_model):
+    """Problem 9: the PNGs had no colour bar or axis titles, and the encoder grid was titled with the
+    German output instead of the sentence it encodes."""
+    import matplotlib.pyplot as plt
+
+    model, tokenizer, sources = reverse_model
+    view = visualize.attention_view(model, tokenizer, sources[2])
+    for kind, query, key, title in (("encoder", "source piece", "source piece", view.sentence),
+                                    ("decoder", "target position", "target piece", view.translation),
+                                    ("cross", "target position", "source piece",
+                                     f"{view.sentence} -> {view.translation}")):
+        fig = visualize.attention_figure(view, kind)
+        assert fig._suptitle.get_text() == f"{visualize.TITLES[kind]}: {title}"
+        assert fig._supylabel.get_text().startswith(query) and fig._supxlabel.get_text().startswith(key)
+        colorbars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+        assert len(colorbars) == 1 and colorbars[0].get_ylabel() == "attention weight"
+        plt.close(fig)

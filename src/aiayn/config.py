@@ -1,26 +1,36 @@
 """Typed configuration: the model's hyper-parameters (named as in the paper), data and training.
 
-Each field carries its help text in `metadata`, so the command line (`aiayn train --help`) and
-`aiayn info` explain every option from one place. Presets are plain dictionaries of overrides.
-Unknown keys are errors, never silently dropped.
+Each field carries its help text, its allowed values (`choices`) or range (`bounds`) in
+`metadata`, so the command line (`aiayn train --help`), recipe files and `aiayn info` explain
+and check every option from one place. Every value is checked when a config is built, from
+flags and TOML alike: a wrong type, a value out of range or an unknown key is a `ConfigError`
+that names the option, never a traceback later in training. Presets are plain dictionaries of
+overrides.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-def _opt(default: Any, help: str, choices: tuple[str, ...] | None = None, flag: bool = True) -> Any:
-    """A config field with its help text; `flag=False` keeps it off the command line."""
-    return field(default=default, metadata={"help": help, "choices": choices, "flag": flag})
+from aiayn.errors import AiaynError
 
 
-class ConfigError(ValueError):
+def _opt(default: Any, help: str, choices: tuple[str, ...] | None = None, flag: bool = True,
+         bounds: str | None = None, metavar: str | None = None) -> Any:
+    """A config field with its help text; `choices` or `bounds` (">= 1", "> 0", "[0, 1)") say which
+    values it takes; `flag=False` keeps it off the command line."""
+    return field(default=default, metadata={"help": help, "choices": choices, "flag": flag,
+                                            "bounds": bounds, "metavar": metavar})
+
+
+class ConfigError(AiaynError, ValueError):
     """A configuration value or key that cannot be used; the message says which and where."""
 
 
@@ -28,17 +38,17 @@ class ConfigError(ValueError):
 class ModelConfig:
     """The Transformer's shape (section 3 and Table 3 of the paper)."""
 
-    vocab_size: int = _opt(8000, "size V of the joint source/target BPE vocabulary")
-    d_model: int = _opt(512, "width d_model of embeddings and of every sub-layer output")
-    n_heads: int = _opt(8, "attention heads h; each has d_k = d_v = d_model / h")
-    d_ff: int = _opt(2048, "inner width d_ff of the position-wise feed-forward network")
-    n_encoder_layers: int = _opt(6, "encoder layers N")
-    n_decoder_layers: int = _opt(6, "decoder layers N")
+    vocab_size: int = _opt(8000, "size V of the joint source/target BPE vocabulary", bounds=">= 5")
+    d_model: int = _opt(512, "width d_model of embeddings and of every sub-layer output", bounds=">= 1")
+    n_heads: int = _opt(8, "attention heads h; each has d_k = d_v = d_model / h", bounds=">= 1")
+    d_ff: int = _opt(2048, "inner width d_ff of the position-wise feed-forward network", bounds=">= 1")
+    n_encoder_layers: int = _opt(6, "encoder layers N", bounds=">= 1")
+    n_decoder_layers: int = _opt(6, "decoder layers N", bounds=">= 1")
     dropout: float = _opt(
-        0.1, "P_drop on embeddings + positions and on each sub-layer output before the residual add"
-    )
-    attention_dropout: float = _opt(0.1, "dropout on the attention weights")
-    activation_dropout: float = _opt(0.1, "dropout after the feed-forward activation")
+        0.1, "P_drop on embeddings + positions and on each sub-layer output before the residual add",
+        bounds="[0, 1)")
+    attention_dropout: float = _opt(0.1, "dropout on the attention weights", bounds="[0, 1)")
+    activation_dropout: float = _opt(0.1, "dropout after the feed-forward activation", bounds="[0, 1)")
     activation: str = _opt("relu", "feed-forward activation", ("relu", "gelu", "silu"))
     norm_position: str = _opt(
         "post",
@@ -54,31 +64,28 @@ class ModelConfig:
         "[sin | cos] (tensor2tensor, fairseq, Marian)",
         ("interleaved", "concatenated"),
     )
-    max_positions: int = _opt(1024, "number of learned positions (positional=learned only)")
+    max_positions: int = _opt(1024, "number of learned positions (positional=learned only)", bounds=">= 1")
     share_embeddings: bool = _opt(True, "one embedding matrix for source and target tokens")
     tie_output: bool = _opt(True, "tie the decoder embedding to the pre-softmax linear layer")
     scale_embedding: bool = _opt(
         True, "multiply embeddings by sqrt(d_model) (the paper; HuggingFace Marian models may not)"
     )
     output_bias: bool = _opt(False, "a bias on the output logits (Marian's final_logits_bias)")
-    layer_norm_eps: float = _opt(1e-5, "epsilon of every LayerNorm")
+    layer_norm_eps: float = _opt(1e-5, "epsilon of every LayerNorm", bounds="> 0")
     # Special ids come from the tokenizer, not from the command line.
-    pad_id: int = _opt(0, "id of the padding token", flag=False)
-    bos_id: int = _opt(2, "id that starts every target sequence", flag=False)
-    eos_id: int = _opt(3, "id that ends every sequence", flag=False)
+    pad_id: int = _opt(0, "id of the padding token", flag=False, bounds=">= 0")
+    bos_id: int = _opt(2, "id that starts every target sequence", flag=False, bounds=">= 0")
+    eos_id: int = _opt(3, "id that ends every sequence", flag=False, bounds=">= 0")
 
     def __post_init__(self) -> None:
-        _check_choices(self)
+        _check_fields(self)
         if self.d_model % self.n_heads:
             raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"sinusoidal positions need an even d_model, got {self.d_model}")
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ConfigError(f"{name}={getattr(self, name)} must be in [0, 1)")
-        for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_positions"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name}={getattr(self, name)} must be positive")
+        for name in ("pad_id", "bos_id", "eos_id"):
+            if getattr(self, name) >= self.vocab_size:
+                raise ConfigError(f"{name}={getattr(self, name)} is not below vocab_size={self.vocab_size}")
 
     @property
     def d_k(self) -> int:
@@ -93,53 +100,65 @@ class DataConfig:
         "multi30k",
         "training data: multi30k[:SPLIT], synthetic:copy, synthetic:reverse, FILE.tsv[.gz], "
         "SRC_FILE,TGT_FILE, or PREFIX (reads PREFIX.SRC_LANG and PREFIX.TGT_LANG, plain or .gz)",
+        metavar="SPEC",
     )
     valid: str = _opt(
-        "", "validation data, same forms as --train; empty: the named dataset's own val split"
+        "", "validation data, same forms as --train; empty: the named dataset's own val split",
+        metavar="SPEC",
     )
-    src_lang: str = _opt("en", "source language code")
-    tgt_lang: str = _opt("de", "target language code")
+    src_lang: str = _opt("en", "source language code", metavar="LANG")
+    tgt_lang: str = _opt("de", "target language code", metavar="LANG")
     tokenizer: str = _opt(
         "", "tokenizer directory from `aiayn prepare` (or a SentencePiece .model file); "
-            "empty: learn one from the training data"
+            "empty: learn one from the training data", metavar="PATH"
     )
-    max_len: int = _opt(256, "drop training pairs with more subword tokens than this on either side")
+    max_len: int = _opt(256, "drop training pairs with more subword tokens than this on either side",
+                        bounds=">= 1")
     batch_tokens: int = _opt(
-        4096, "tokens per batch, padding included, on each side (the paper: about 25,000)"
+        4096, "tokens per batch, padding included, on each side (the paper: about 25,000)", bounds=">= 1"
     )
+
+    def __post_init__(self) -> None:
+        _check_fields(self)
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """The optimisation recipe (section 5) and the bookkeeping of a training run."""
 
-    label_smoothing: float = _opt(0.1, "label smoothing epsilon_ls")
+    label_smoothing: float = _opt(0.1, "label smoothing epsilon_ls", bounds="[0, 1)")
     lr_scale: float = _opt(
-        1.0, "factor on the paper's rate d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)"
+        1.0, "factor on the paper's rate d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)", bounds="> 0"
     )
-    warmup_steps: int = _opt(4000, "linear warm-up steps before the inverse-square-root decay")
-    adam_beta1: float = _opt(0.9, "Adam beta1")
-    adam_beta2: float = _opt(0.98, "Adam beta2")
-    adam_eps: float = _opt(1e-9, "Adam epsilon")
-    clip_norm: float = _opt(0.0, "clip the gradient norm to this value; 0 turns clipping off")
+    warmup_steps: int = _opt(4000, "linear warm-up steps before the inverse-square-root decay",
+                            bounds=">= 1")
+    adam_beta1: float = _opt(0.9, "Adam beta1", bounds="[0, 1)")
+    adam_beta2: float = _opt(0.98, "Adam beta2", bounds="[0, 1)")
+    adam_eps: float = _opt(1e-9, "Adam epsilon", bounds=">= 0")
+    clip_norm: float = _opt(0.0, "clip the gradient norm to this value; 0 turns clipping off",
+                            bounds=">= 0")
     update_tokens: int = _opt(
-        0, "accumulate batches until an update holds this many target tokens; 0: one batch per update"
-    )
-    max_steps: int = _opt(0, "stop after this many updates; 0: no limit")
-    max_epochs: int = _opt(0, "stop after this many passes over the data; 0: no limit")
-    max_minutes: float = _opt(0.0, "stop after this much wall time; 0: no limit")
-    valid_every: int = _opt(500, "validate every this many updates (and at the end)")
+        0, "accumulate batches until an update holds this many target tokens; 0: one batch per update",
+        bounds=">= 0")
+    max_steps: int = _opt(0, "stop after this many updates; 0: no limit", bounds=">= 0")
+    max_epochs: int = _opt(0, "stop after this many passes over the data; 0: no limit", bounds=">= 0")
+    max_minutes: float = _opt(0.0, "stop after this much wall time; 0: no limit", bounds=">= 0")
+    valid_every: int = _opt(500, "validate every this many updates (and at the end); 0: at the end only",
+                           bounds=">= 0")
     bleu_every: int = _opt(
         0, "translate the validation set and score sacreBLEU every this many updates (and at the end), "
-           "keeping the best checkpoint in RUN_DIR/checkpoints/best; 0: never"
+           "keeping the best checkpoint in RUN_DIR/checkpoints/best; 0: never", bounds=">= 0"
     )
-    bleu_beam: int = _opt(4, "beam size for that validation BLEU (length penalty 0.6, as evaluation)")
-    save_every: int = _opt(500, "save a checkpoint every this many updates (and at the end)")
-    keep_checkpoints: int = _opt(5, "keep only the newest this many step checkpoints")
-    log_every: int = _opt(50, "append training metrics to metrics.jsonl every this many updates")
+    bleu_beam: int = _opt(4, "beam size for that validation BLEU (length penalty 0.6, as evaluation)",
+                          bounds=">= 1")
+    save_every: int = _opt(
+        500, "save a checkpoint every this many updates (and at the end); 0: at the end only", bounds=">= 0")
+    keep_checkpoints: int = _opt(5, "keep only the newest this many step checkpoints", bounds=">= 1")
+    log_every: int = _opt(50, "append training metrics to metrics.jsonl every this many updates; 0: never",
+                         bounds=">= 0")
     seed: int = _opt(1, "seed for initialisation, dropout and batch order")
-    device: str = _opt("auto", "auto (CUDA when present, else CPU), cpu, cuda or cuda:N")
-    threads: int = _opt(0, "CPU threads for PyTorch; 0: PyTorch's default")
+    device: str = _opt("auto", "auto (CUDA when present, else CPU), cpu, cuda or cuda:N", metavar="DEVICE")
+    threads: int = _opt(0, "CPU threads for PyTorch; 0: PyTorch's default", bounds=">= 0")
     precision: str = _opt(
         "auto",
         "bfloat16: autocast matmuls to bfloat16 (weights, optimizer and loss stay float32); fast on "
@@ -148,23 +167,31 @@ class TrainConfig:
         ("auto", "float32", "bfloat16"),
     )
 
+    def __post_init__(self) -> None:
+        _check_fields(self)
+        check_device(self.device)
+
 
 @dataclass(frozen=True)
 class DecodeConfig:
     """How to search for translations (section 6.1: beam 4, length penalty 0.6, input length + 50)."""
 
-    beam_size: int = _opt(4, "beam width; 1 is greedy decoding")
-    nbest: int = _opt(1, "hypotheses to output per sentence, best first (at most the beam size)")
-    length_penalty: float = _opt(0.6, "length penalty alpha; 0 turns it off")
+    beam_size: int = _opt(4, "beam width; 1 is greedy decoding", bounds=">= 1")
+    nbest: int = _opt(1, "hypotheses to output per sentence, best first (at most the beam size)",
+                     bounds=">= 1")
+    length_penalty: float = _opt(0.6, "length penalty alpha; 0 turns it off", bounds=">= 0")
     penalty_form: str = _opt(
         "gnmt", "gnmt: ((5 + |Y|) / 6)^alpha (the paper); plain: |Y|^alpha (fairseq, Marian, HuggingFace)",
         ("gnmt", "plain"),
     )
-    max_output_extra: int = _opt(50, "output at most the source length + this many tokens (the paper's rule)")
-    max_output_len: int = _opt(0, "output at most this many tokens instead; 0: use --max-output-extra")
-    temperature: float = _opt(0.0, "sample with this temperature instead of searching; 0: search")
-    top_k: int = _opt(0, "when sampling, only from the k most probable tokens; 0: from all")
-    batch_size: int = _opt(64, "sentences per batch, or source tokens with --batch-by tokens")
+    max_output_extra: int = _opt(50, "output at most the source length + this many tokens (the paper's rule)",
+                                bounds=">= 0")
+    max_output_len: int = _opt(0, "output at most this many tokens instead; 0: use --max-output-extra",
+                              bounds=">= 0")
+    temperature: float = _opt(0.0, "sample with this temperature instead of searching; 0: search",
+                               bounds=">= 0")
+    top_k: int = _opt(0, "when sampling, only from the k most probable tokens; 0: from all", bounds=">= 0")
+    batch_size: int = _opt(64, "sentences per batch, or source tokens with --batch-by tokens", bounds=">= 1")
     batch_by: str = _opt("sentences", "what --batch-size counts", ("sentences", "tokens"))
     seed: int = _opt(1, "seed for sampling")
     compile: bool = _opt(
@@ -174,11 +201,9 @@ class DecodeConfig:
                "(greedy 1.3x, beam 4 1.6x the compiled float32 step on a CPU with AMX)")
 
     def __post_init__(self) -> None:
-        _check_choices(self)
-        if not 1 <= self.nbest <= self.beam_size:
-            raise ConfigError(f"nbest={self.nbest} must be between 1 and beam_size={self.beam_size}")
-        if self.batch_size < 1:
-            raise ConfigError(f"batch_size={self.batch_size} must be at least 1")
+        _check_fields(self)
+        if self.nbest > self.beam_size:
+            raise ConfigError(f"nbest={self.nbest} must be at most beam_size={self.beam_size}")
 
 
 # Presets: the paper's Table 3 models, and CPU-sized ones. Values override ModelConfig defaults.
@@ -195,12 +220,15 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def build(cls: type, overrides: dict[str, Any], source: str = "overrides") -> Any:
-    """Build `cls` from its defaults and `overrides`; an unknown key is an error naming `source`."""
+    """Build `cls` from its defaults and `overrides`; any error names `source` (a file, the command line)."""
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(overrides) - known)
     if unknown:
         raise ConfigError(f"{source}: unknown {cls.__name__} option(s): {', '.join(unknown)}")
-    return cls(**overrides)
+    try:
+        return cls(**overrides)
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from None
 
 
 def model_config(preset: str = "base", **overrides: Any) -> ModelConfig:
@@ -210,18 +238,63 @@ def model_config(preset: str = "base", **overrides: Any) -> ModelConfig:
     return build(ModelConfig, {**PRESETS[preset], **overrides}, f"preset {preset}")
 
 
-def load_config_file(path: str | Path) -> dict[str, dict[str, Any]]:
-    """Read a recipe file (.toml or .json) with optional sections `preset`, `model`, `data`, `train`."""
-    path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    try:
-        raw = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: cannot parse: {e}") from e
-    sections = {"preset", "model", "data", "train"}
-    unknown = sorted(set(raw) - sections)
+SECTIONS = ("preset", "model", "data", "train")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A checked training recipe: the preset, the model options on top of it, data and training."""
+
+    preset: str
+    model: dict[str, Any]  # overrides of the preset; the tokenizer sets vocab_size and the special ids
+    data: DataConfig
+    train: TrainConfig
+    preset_given: bool = True  # False: no preset was named, and `default_preset` chose one
+
+
+def recipe(sections: dict[str, Any], source: str) -> Recipe:
+    """Check a recipe's sections (`preset`, and the tables `model`, `data`, `train`) and build its
+    configs, so that any mistake fails here, naming `source`, before data is read."""
+    if not isinstance(sections, dict):
+        raise ConfigError(f"{source}: a recipe is a table of sections, not {type(sections).__name__}")
+    unknown = sorted(set(sections) - set(SECTIONS))
     if unknown:
-        raise ConfigError(f"{path}: unknown section(s) {', '.join(unknown)}; use {sorted(sections)}")
+        raise ConfigError(f"{source}: unknown section(s) {', '.join(unknown)}; use {', '.join(SECTIONS)}")
+    for name in ("model", "data", "train"):
+        if not isinstance(sections.get(name, {}), dict):
+            raise ConfigError(f"{source}: [{name}] must be a table of options, "
+                              f"not {type(sections[name]).__name__}")
+    train = build(TrainConfig, sections.get("train", {}), source)
+    preset = sections["preset"] if "preset" in sections else default_preset(train.device)
+    if not isinstance(preset, str) or preset not in PRESETS:
+        raise ConfigError(f"{source}: unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+    model = sections.get("model", {})
+    build(ModelConfig, {**PRESETS[preset], **model}, source)
+    return Recipe(preset, model, build(DataConfig, sections.get("data", {}), source), train,
+                  "preset" in sections)
+
+
+def default_preset(device: str) -> str:
+    """The preset when none is named: the paper's base model on a GPU, `small` elsewhere (base, with
+    tens of millions of parameters, would take a CPU days)."""
+    import torch
+
+    on_gpu = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+    return "base" if on_gpu else "small"
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a recipe file (.toml or .json) with optional sections `preset`, `model`, `data`, `train`;
+    `recipe` checks the values."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+        raw = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{path}: cannot parse: {e}") from None
+    recipe(raw, str(path))  # fail on the file's own mistakes before flags are merged in
     return raw
 
 
@@ -229,10 +302,51 @@ def to_dict(config: Any) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
-def _check_choices(config: Any) -> None:
+DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def check_device(name: str) -> str:
+    """`name` if it is a device aiayn knows how to ask for (auto, cpu, mps, cuda, cuda:N)."""
+    if not DEVICE.match(name):
+        raise ConfigError(f"device={name!r} is not one of auto, cpu, cuda, cuda:N, mps")
+    return name
+
+
+_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,)}
+_TYPE_NAMES = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false"}
+
+
+def _check_fields(config: Any) -> None:
+    """Every field has its declared type (an int where a float is asked for becomes a float), one of
+    its choices and a value within its bounds; otherwise a ConfigError names the field."""
     for f in dataclasses.fields(config):
-        choices = f.metadata.get("choices")
-        if choices and getattr(config, f.name) not in choices:
-            raise ConfigError(
-                f"{f.name}={getattr(config, f.name)!r} is not one of {', '.join(choices)}"
-            )
+        value = getattr(config, f.name)
+        if not isinstance(value, _TYPES[f.type]) or (isinstance(value, bool) and f.type != "bool"):
+            raise ConfigError(f"{f.name}={value!r} must be {_TYPE_NAMES[f.type]}, not {type(value).__name__}")
+        if f.type == "float":
+            if not math.isfinite(value):
+                raise ConfigError(f"{f.name}={value!r} must be a finite number")
+            object.__setattr__(config, f.name, float(value))
+        choices, bounds = f.metadata.get("choices"), f.metadata.get("bounds")
+        if choices and value not in choices:
+            raise ConfigError(f"{f.name}={value!r} is not one of {', '.join(choices)}")
+        if bounds and not in_bounds(value, bounds):
+            raise ConfigError(f"{f.name}={value!r} must be {describe_bounds(bounds)}")
+
+
+def in_bounds(value: float, bounds: str) -> bool:
+    """Whether `value` lies within `bounds`: ">= x", "> x", or an interval such as "[0, 1)"."""
+    if bounds.startswith(">"):
+        op, limit = bounds.split()
+        return value >= float(limit) if op == ">=" else value > float(limit)
+    low, high = (float(x) for x in bounds[1:-1].split(","))
+    above = value >= low if bounds[0] == "[" else value > low
+    below = value <= high if bounds[-1] == "]" else value < high
+    return above and below
+
+
+def describe_bounds(bounds: str) -> str:
+    if bounds.startswith(">"):
+        op, limit = bounds.split()
+        return f"{'at least' if op == '>=' else 'greater than'} {limit}"
+    return f"in {bounds}"

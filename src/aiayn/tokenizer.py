@@ -14,14 +14,22 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
 import sentencepiece as spm
 
+from aiayn.errors import AiaynError
+
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 JOINT_FILE = "tokenizer.model"
 MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
+FEWEST_PIECES = 4 + 256 + 1  # the special pieces, one per byte (byte fallback), at least one character
+
+
+class TokenizerError(AiaynError, ValueError):
+    """A tokenizer that cannot be learned or read; the message says why, and names the file."""
 
 
 class Tokenizer:
@@ -44,7 +52,22 @@ class Tokenizer:
     @classmethod
     def train(cls, sentences: Iterable[str], vocab_size: int, seed: int = 1) -> Tokenizer:
         """Learn a joint BPE vocabulary of at most `vocab_size` pieces from source + target sentences."""
+        if vocab_size < FEWEST_PIECES:
+            raise TokenizerError(f"vocab_size={vocab_size} is too small: a tokenizer needs at least "
+                                 f"{FEWEST_PIECES} pieces (4 special, 256 bytes, then characters and merges)")
         model = io.BytesIO()
+        try:
+            cls._train(sentences, vocab_size, seed, model)
+        except RuntimeError as e:
+            needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(e))
+            if needed:
+                raise TokenizerError(f"vocab_size={vocab_size} is too small for this text: it needs at "
+                                     f"least {needed[1]} pieces (special, byte and character)") from None
+            raise TokenizerError(f"cannot learn a tokenizer: {str(e).strip().splitlines()[-1]}") from None
+        return cls(model.getvalue())
+
+    @staticmethod
+    def _train(sentences: Iterable[str], vocab_size: int, seed: int, model: io.BytesIO) -> None:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(sentences),
             model_writer=model,
@@ -59,23 +82,19 @@ class Tokenizer:
             num_threads=2,
             minloglevel=2,
         )
-        return cls(model.getvalue())
 
     @classmethod
     def load(cls, path: str | Path) -> Tokenizer:
         """From a directory holding tokenizer.model (or Marian's files), or a SentencePiece model file."""
         path = Path(path)
         if path.is_file():
-            return cls(path.read_bytes())
+            return cls(_model_bytes(path))
         if (path / JOINT_FILE).exists():
-            return cls((path / JOINT_FILE).read_bytes())
+            return cls(_model_bytes(path / JOINT_FILE))
         if all((path / name).exists() for name in MARIAN_FILES):
-            ids = json.loads((path / "vocab.json").read_text(encoding="utf-8"))  # piece -> id
-            vocab = [""] * (max(ids.values()) + 1)
-            for piece, i in ids.items():
-                vocab[i] = piece
-            return cls((path / "source.spm").read_bytes(), (path / "target.spm").read_bytes(), vocab)
-        raise FileNotFoundError(f"{path}: no {JOINT_FILE}, nor {', '.join(MARIAN_FILES)}")
+            return cls(_model_bytes(path / "source.spm"), _model_bytes(path / "target.spm"),
+                       _marian_vocab(path / "vocab.json"))
+        raise TokenizerError(f"{path}: no tokenizer there (no {JOINT_FILE}, nor {', '.join(MARIAN_FILES)})")
 
     def save(self, directory: str | Path) -> None:
         """Write the tokenizer's files into `directory`."""
@@ -112,3 +131,31 @@ class Tokenizer:
 
     def pieces(self, ids: list[int]) -> list[str]:
         return [self.vocab[i] if self.vocab is not None else self.source_sp.id_to_piece(i) for i in ids]
+
+
+def _model_bytes(path: Path) -> bytes:
+    """A serialised SentencePiece model, checked."""
+    data = path.read_bytes()
+    try:
+        if not data:
+            raise RuntimeError("the file is empty")
+        spm.SentencePieceProcessor(model_proto=data)
+    except RuntimeError as e:
+        reason = "it does not parse" if "Parse" in str(e) or not str(e).strip() else str(e).strip()
+        raise TokenizerError(f"{path}: not a SentencePiece model ({reason})") from None
+    return data
+
+
+def _marian_vocab(path: Path) -> list[str]:
+    """Marian's vocab.json (piece -> id) as the piece of each id."""
+    try:
+        ids = json.loads(path.read_bytes())
+        vocab = [""] * (max(ids.values()) + 1)
+        for piece, i in ids.items():
+            vocab[i] = piece
+    except (ValueError, TypeError, AttributeError, IndexError) as e:
+        raise TokenizerError(f"{path}: not a vocabulary of piece -> id ({e})") from None
+    for piece in ("<pad>", "<unk>", "</s>"):
+        if piece not in ids:
+            raise TokenizerError(f"{path}: the vocabulary has no {piece}")
+    return vocab

@@ -19,6 +19,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no screen
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from aiayn.config import DecodeConfig  # noqa: E402
 from aiayn.decoding.translator import translate  # noqa: E402
@@ -31,6 +32,7 @@ from aiayn.tokenizer import Tokenizer  # noqa: E402
 class AttentionView:
     """One sentence's translation and the attention weights of every layer and head."""
 
+    sentence: str  # the source sentence
     translation: str
     source: list[str]  # source pieces, then </s>
     target_in: list[str]  # <s>, then the translation's pieces: the decoder's positions
@@ -55,31 +57,47 @@ def attention_view(model: Transformer, tokenizer: Tokenizer, sentence: str,
     src, tgt = torch.tensor([src_ids], device=device), torch.tensor([tgt_in], device=device)
     _, maps = model.attention_maps(src, tgt)
     kinds = {"encoder": maps.encoder, "decoder": maps.decoder, "cross": maps.cross}
-    return AttentionView(best.text, tokenizer.pieces(src_ids), tokenizer.pieces(tgt_in),
+    return AttentionView(sentence, best.text, tokenizer.pieces(src_ids), tokenizer.pieces(tgt_in),
                          tokenizer.pieces(best.tokens + [c.eos_id]),
                          {kind: [w[0].float().cpu() for w in weights] for kind, weights in kinds.items()})
 
 
 TITLES = {"encoder": "encoder self-attention", "decoder": "decoder masked self-attention",
           "cross": "encoder-decoder attention"}
+# (query axis, key axis) of each kind: rows attend to columns.
+AXES = {"encoder": ("source piece (query)", "source piece attended to (key)"),
+        "decoder": ("target position (query)", "target piece attended to (key)"),
+        "cross": ("target position (query)", "source piece attended to (key)")}
 
 
-def attention_grid(view: AttentionView, kind: str, path: str | Path) -> Path:
-    """A PNG grid of heatmaps, one row per layer and one column per head; queries down, keys across."""
+def attention_figure(view: AttentionView, kind: str) -> Figure:
+    """A grid of heatmaps, one row per layer and one column per head; queries down, keys across, with
+    one colour scale for all (the attention weight, 0 to 1)."""
     layers = view.maps[kind]
     heads = layers[0].size(0)
     queries, keys = view.labels(kind)
     cell = max(2.0, 0.22 * max(len(queries), len(keys)))
-    fig, axes = plt.subplots(len(layers), heads, figsize=(cell * heads, cell * len(layers)), squeeze=False)
+    fig, axes = plt.subplots(len(layers), heads, figsize=(cell * heads + 1.5, cell * len(layers) + 1),
+                             squeeze=False, layout="constrained")
     for layer, weights in enumerate(layers):
         for head in range(heads):
             ax = axes[layer][head]
-            ax.imshow(weights[head].numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+            image = ax.imshow(weights[head].numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
             ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=7)
             ax.set_yticks(range(len(queries)), queries, fontsize=7)
             ax.set_title(f"layer {layer + 1}, head {head + 1}", fontsize=9)
-    fig.suptitle(f"{TITLES[kind]}: {view.translation}", fontsize=11)
-    fig.tight_layout()
+    fig.supylabel(AXES[kind][0], fontsize=10)
+    fig.supxlabel(AXES[kind][1], fontsize=10)
+    fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
+    text = {"encoder": view.sentence, "decoder": view.translation,
+            "cross": f"{view.sentence} -> {view.translation}"}[kind]
+    fig.suptitle(f"{TITLES[kind]}: {text}", fontsize=11)
+    return fig
+
+
+def attention_grid(view: AttentionView, kind: str, path: str | Path) -> Path:
+    """`attention_figure` as a PNG file."""
+    fig = attention_figure(view, kind)
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return Path(path)

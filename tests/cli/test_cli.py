@@ -71,17 +71,6 @@ def test_missing_data_file_is_reported_without_a_traceback(tmp_path, capsys):
     assert "none.en: no such file" in capsys.readouterr().err
 
 
-@pytest.fixture(scope="module")
-def trained_run(tmp_path_factory):
-    """A tiny model trained for 60 updates on reversing letters, with validation BLEU."""
-    run = tmp_path_factory.mktemp("runs") / "reverse"
-    code = main(["train", "--preset", "tiny", "--train", "synthetic:reverse", "--out", str(run),
-                 "--max-steps", "60", "--batch-tokens", "1024", "--warmup-steps", "30", "--valid-every", "30",
-                 "--save-every", "20", "--bleu-every", "30", "--bleu-beam", "2"])
-    assert code == 0
-    return run
-
-
 def test_training_scores_validation_bleu_and_keeps_the_best_checkpoint(trained_run, capsys):
     records = [json.loads(line) for line in (trained_run / "metrics.jsonl").read_text().splitlines()]
     bleu = [r for r in records if r["kind"] == "bleu"]
@@ -94,7 +83,7 @@ def test_training_scores_validation_bleu_and_keeps_the_best_checkpoint(trained_r
 def test_translate_reads_stdin_and_keeps_empty_lines(trained_run, capsys, monkeypatch):
     assert main(["translate", str(trained_run), "a b c", "d e f g", "--beam-size", "1"]) == 0
     from_arguments = capsys.readouterr().out.splitlines()
-    monkeypatch.setattr(sys, "stdin", io.StringIO("a b c\n\nd e f g\n"))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a b c\n\nd e f g\n")))
     assert main(["translate", str(trained_run), "--beam-size", "1"]) == 0
     lines = capsys.readouterr().out.split("\n")
     assert len(lines) == 4 and lines[3] == ""  # three lines, each ended by a newline

@@ -1,6 +1,8 @@
 import gzip
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from aiayn.data.corpora import DataError, default_valid, load_corpus, read_lines, read_parallel, read_tsv
 
@@ -73,3 +75,30 @@ def test_default_validation_sets():
     assert default_valid("multi30k") == "multi30k:val"
     assert default_valid("synthetic:reverse") == "synthetic:reverse:val"
     assert default_valid("corpus.tsv") == ""
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=300), st.binary(max_size=300), st.sampled_from(["plain", "gz", "tsv", "tsv.gz"]))
+def test_property_any_bytes_give_pairs_or_a_data_error(tmp_path_factory, src, tgt, form):
+    root = tmp_path_factory.mktemp("bytes")
+    if form.startswith("tsv"):
+        spec = str(write(root / f"pairs.{form}", src + b"\n" + tgt, gz=form.endswith("gz")))
+    else:
+        gz = form == "gz"
+        suffix = ".gz" if gz else ""
+        write(root / f"c.en{suffix}", src, gz=gz)
+        write(root / f"c.de{suffix}", tgt, gz=gz)
+        spec = str(root / "c")
+    try:
+        corpus = load_corpus(spec, "en", "de")
+    except DataError as e:
+        assert str(root) in str(e)
+        return
+    assert len(corpus.source) == len(corpus.target)
+    assert all("\n" not in line and not line.endswith("\r") for line in corpus.source + corpus.target)
+
+
+def test_gzip_cut_short_is_a_data_error_naming_the_file(tmp_path):
+    path = write(tmp_path / "cut.en.gz", gzip.compress(b"a line\n" * 1000)[:-20])
+    with pytest.raises(DataError, match=f"{path}: cannot read"):
+        read_lines(path)

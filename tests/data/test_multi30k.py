@@ -46,3 +46,16 @@ def test_unknown_split_or_language_is_an_error():
         multi30k.path("test", "en")
     with pytest.raises(DataError, match="no language 'cs'"):
         multi30k.path("train", "cs")
+
+
+def test_offline_error_names_every_file_every_place_and_the_way_to_own_data(tmp_path, monkeypatch):
+    """Problem 9: offline, the error named one file, not the others, the cache, nor --train PREFIX."""
+    monkeypatch.setenv("AIAYN_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("AIAYN_MULTI30K_URL", "http://127.0.0.1:9/nothing")  # the discard port: refused
+    with pytest.raises(DataError) as e:
+        multi30k.load("train", "en", "de")
+    message = str(e.value)
+    for part in ("train.de.gz and train.en.gz", str(tmp_path / "data" / "multi30k"),
+                 str(tmp_path / "cache" / "multi30k"), "export AIAYN_DATA_DIR=DIR", "--train PREFIX"):
+        assert part in message, part

@@ -2,6 +2,7 @@ import os
 import signal
 import threading
 
+import pytest
 import torch
 
 from aiayn import checkpoint
@@ -33,12 +34,12 @@ def greedy_token_accuracy(model, tokenizer, corpus):
     return correct / total
 
 
-def test_tiny_model_learns_the_copy_task_within_a_minute(copy_task, tmp_path):
+def test_tiny_model_learns_the_copy_task_in_1000_updates(copy_task, tmp_path):
+    """Problem 5: this test stopped training after a minute, so a busy machine failed it."""
     tokenizer, train_data, valid_data = copy_task
     model = new_model(tokenizer, **NO_DROPOUT)
-    # Training stops at 1,000 updates or after one minute, whichever comes first.
-    config = TrainConfig(label_smoothing=0.0, warmup_steps=200, max_steps=1000, max_minutes=1.0,
-                         valid_every=0, save_every=0, log_every=100)
+    config = TrainConfig(label_smoothing=0.0, warmup_steps=200, max_steps=1000, valid_every=0, save_every=0,
+                         log_every=100)
     train(model, tokenizer, train_data, None, DataConfig(batch_tokens=1024), config, tmp_path)
     assert greedy_token_accuracy(model, tokenizer, valid_data) >= 0.99
 
@@ -105,6 +106,31 @@ def test_ctrl_c_stops_after_the_update_and_saves_a_checkpoint(copy_task, tmp_pat
     timer.start()
     state = train(model, tokenizer, train_data, None, DataConfig(batch_tokens=512), config, tmp_path)
     timer.join()
-    assert 0 < state["step"] < 100_000
+    assert 0 < state["step"] < 100_000 and state["stopped_by"] == signal.SIGINT
     assert checkpoint.resolve(tmp_path).name == f"step_{state['step']:08d}"
     assert signal.getsignal(signal.SIGINT) is before  # handler restored
+
+
+def test_no_training_pair_is_an_error_not_an_endless_loop(copy_task, tmp_path):
+    """Problem 4: with no pair left the batch loop spun forever, deaf to Ctrl-C."""
+    from aiayn.data.batching import TokenizedCorpus
+    from aiayn.data.corpora import DataError
+    from aiayn.train.loop import Position, updates
+
+    tokenizer, _, _ = copy_task
+    empty = TokenizedCorpus([], [], dropped_empty=3)
+    with pytest.raises(DataError, match="no training pairs"):
+        next(updates(empty, tokenizer, DataConfig(), TrainConfig(), Position()))
+    with pytest.raises(DataError, match="no training pairs"):
+        train(new_model(tokenizer), tokenizer, empty, None, DataConfig(), TrainConfig(max_steps=1), tmp_path)
+
+
+def test_the_quickstart_trains_a_fixed_number_of_updates():
+    """Problem 5: the quickstart stopped after 5 minutes, so a slow machine trained 37 updates."""
+    from pathlib import Path
+
+    from aiayn.config import load_config_file, recipe
+
+    path = Path(__file__).parents[2] / "recipes" / "quickstart.toml"
+    quickstart = recipe(load_config_file(path), str(path)).train
+    assert quickstart.max_steps > 0 and quickstart.max_minutes == 0

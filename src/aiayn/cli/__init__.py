@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+
+import torch
 
 from aiayn import __version__
 from aiayn.cli import (
@@ -19,9 +23,7 @@ from aiayn.cli import (
     train,
     translate,
 )
-from aiayn.config import ConfigError
-from aiayn.data.corpora import DataError
-from aiayn.interop import ConversionError
+from aiayn.errors import AiaynError
 
 COMMANDS = {"prepare": prepare, "train": train, "translate": translate, "evaluate": evaluate,
             "average": average, "attention": attention, "plot": plot, "experiments": experiments,
@@ -35,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in COMMANDS.items():
         module.add_parser(commands, name)
+        commands.choices[name].add_argument(
+            "--debug", action="store_true",
+            help="show the full traceback of an error (also: environment variable AIAYN_DEBUG=1)")
     return parser
 
 
@@ -57,9 +62,30 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Expected failures (bad input or options, damaged files, a full disk) print
+    one line and exit with 2; an interruption exits with 128 + the signal (130 for Ctrl-C); anything
+    else is a bug, reported on one line too (exit 1) unless --debug asks for the traceback."""
     args = parse(argv)
     try:
         return COMMANDS[args.command].run(args) or 0
-    except (ConfigError, DataError, ConversionError, FileNotFoundError, ImportError) as e:
-        print(f"aiayn {args.command}: error: {e}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(f"aiayn {args.command}: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+        return 128 + signum
+    except Exception as e:
+        if args.debug or os.environ.get("AIAYN_DEBUG"):
+            raise
+        expected = isinstance(e, EXPECTED)
+        kind = "error" if expected else f"internal error ({type(e).__name__}, a bug: --debug shows where)"
+        print(f"aiayn {args.command}: {kind}: {_one_line(e)}", file=sys.stderr)
+        return 2 if expected else 1
+
+
+# Failures that are not bugs in aiayn: its own errors, and what the system or a library says about
+# files, memory and optional packages.
+EXPECTED = (AiaynError, OSError, ImportError, MemoryError, torch.OutOfMemoryError)
+
+
+def _one_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return " ".join(lines[:1]) if lines else type(error).__name__

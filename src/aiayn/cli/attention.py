@@ -19,8 +19,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                     "where you pick a layer and heads and hover a token to see what it attends to.")
     p.add_argument("checkpoint", help="checkpoint directory, run directory or Marian directory")
     p.add_argument("sentence", help="the sentence to translate")
-    p.add_argument("--out", default="attention", help="directory for the pictures (default: attention)")
-    add_inference_options(p)
+    p.add_argument("--out", default="attention", metavar="DIR",
+                   help="directory for the pictures (default: attention)")
+    add_inference_options(p, exclude=("nbest", "batch_size", "batch_by", "compile"))  # one sentence
 
 
 def run(args: argparse.Namespace) -> int:

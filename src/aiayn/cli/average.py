@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from aiayn import checkpoint
+from aiayn.cli.options import positive_int
 from aiayn.config import ConfigError
 
 
@@ -15,8 +16,13 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
         description="Average the weights of the last N step checkpoints of a run (the paper averages "
                     "the last 5 for base models), or of the checkpoints given, into a new checkpoint.")
     p.add_argument("paths", nargs="+", help="a run directory (with --last), or checkpoint directories")
-    p.add_argument("--last", type=int, default=5, help="how many of a run's newest checkpoints (default: 5)")
-    p.add_argument("--out", required=True, help="directory of the averaged checkpoint")
+    p.add_argument("--last", type=positive_int, default=5, metavar="N",
+                   help="how many of a run's newest checkpoints (default: 5)")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="directory of the averaged checkpoint: new, empty or an earlier average "
+                        "(never the run directory itself)")
+    p.add_argument("--force", action="store_true",
+                   help="replace --out even if it holds something else (never a training run)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,6 +33,6 @@ def run(args: argparse.Namespace) -> int:
                               f"fewer than --last {args.last}")
     else:
         paths = [Path(p) for p in args.paths]
-    out = checkpoint.average(paths, args.out)
+    out = checkpoint.average(paths, args.out, args.force)
     print(f"averaged {len(paths)} checkpoints ({', '.join(p.name for p in paths)}) into {out}")
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from aiayn import checkpoint
+from aiayn.cli.options import positive_int
+from aiayn.files import check_out
 from aiayn.interop import marian
 
 
@@ -18,8 +20,10 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                     "directories directly.")
     p.add_argument("direction", choices=("from-marian", "to-marian"), help="which way to convert")
     p.add_argument("source", help="the Marian directory (from-marian) or aiayn checkpoint/run (to-marian)")
-    p.add_argument("out", help="directory to write")
-    p.add_argument("--max-positions", type=int, default=1024,
+    p.add_argument("out", help="directory to write: new, empty, or an earlier conversion of the same kind")
+    p.add_argument("--force", action="store_true",
+                   help="replace OUT even if it holds something else (never a training run)")
+    p.add_argument("--max-positions", type=positive_int, default=1024, metavar="INT",
                    help="to-marian: Marian's position table size, the longest input it accepts "
                         "(default: 1024)")
 
@@ -27,10 +31,11 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.direction == "from-marian":
         ck = checkpoint.load(args.source, with_state=False)
-        out = checkpoint.save(args.out, ck.model, ck.tokenizer, ck.data, ck.train)
+        out = checkpoint.save(args.out, ck.model, ck.tokenizer, ck.data, ck.train, force=args.force)
     else:
+        check_out(args.out, "Marian model", marian.is_marian_dir, args.force)  # before loading
         ck = checkpoint.load(checkpoint.resolve(args.source), with_state=False)
         out = marian.save_marian(ck.model, ck.tokenizer, args.out, ck.data.src_lang, ck.data.tgt_lang,
-                                 args.max_positions)
+                                 args.max_positions, args.force)
     print(f"wrote {out}")
     return 0

@@ -10,6 +10,7 @@ from pathlib import Path
 from aiayn import evaluate
 from aiayn.cli.options import add_inference_options, load_for_inference
 from aiayn.data.corpora import DataError, load_corpus, read_lines
+from aiayn.files import check_writable
 
 
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
@@ -19,17 +20,21 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                     "its target side with sacreBLEU: BLEU and chrF, cased, each printed with its "
                     "signature. With --hypotheses, score that file instead (no model needed).")
     p.add_argument("checkpoint", nargs="?", help="checkpoint or run directory (not with --hypotheses)")
-    p.add_argument("--test", default="multi30k:test_2016_flickr",
+    p.add_argument("--test", default="multi30k:test_2016_flickr", metavar="SPEC",
                    help="test set, in the forms --train takes (default: multi30k:test_2016_flickr)")
-    p.add_argument("--src-lang", help="source language (default: the model's)")
-    p.add_argument("--tgt-lang", help="target language (default: the model's)")
-    p.add_argument("--output", "-o", help="write the hypotheses here, one per line")
-    p.add_argument("--scores", help="also write the scores and settings as JSON here")
-    p.add_argument("--hypotheses", help="score this file of translations instead of translating")
-    add_inference_options(p)
+    p.add_argument("--src-lang", metavar="LANG", help="source language (default: the model's)")
+    p.add_argument("--tgt-lang", metavar="LANG", help="target language (default: the model's)")
+    p.add_argument("--output", "-o", metavar="FILE", help="write the translations here, one per line")
+    p.add_argument("--scores", metavar="FILE", help="also write the scores and settings as JSON here")
+    p.add_argument("--hypotheses", metavar="FILE",
+                   help="score this file of translations instead of translating")
+    add_inference_options(p, exclude=("nbest",))  # the best translation is scored
 
 
 def run(args: argparse.Namespace) -> int:
+    for path in (args.output, args.scores):
+        if path:
+            check_writable(Path(path))  # before minutes of translating
     if args.hypotheses:
         corpus = load_corpus(args.test, args.src_lang or "en", args.tgt_lang or "de")
         hypotheses, settings = read_lines(args.hypotheses), {"hypotheses": args.hypotheses}

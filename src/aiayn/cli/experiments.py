@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from aiayn import experiments
+from aiayn.cli.options import positive_int
 from aiayn.timing import cpu_name
 
 
@@ -21,11 +22,12 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                     "under a minute on a 2-core CPU; claim 9 trains two models (--training-steps each). "
                     "Each finding is kept in OUT/findings/ and the report covers every finding kept "
                     "there, so claims can be run (or rerun) separately with --only.")
-    p.add_argument("--out", default="docs/experiments", help="report directory (default: docs/experiments)")
+    p.add_argument("--out", default="experiments", metavar="DIR",
+                   help="report directory (default: experiments; the committed report is docs/experiments)")
     p.add_argument("--only", type=int, nargs="+", metavar="N", choices=range(1, 11),
                    help="run only these claims (1-10); the report keeps the others' last findings")
     p.add_argument("--quick", action="store_true", help="reduced sizes: seconds per claim, for tests")
-    p.add_argument("--training-steps", type=int, default=1500,
+    p.add_argument("--training-steps", type=positive_int, default=1500, metavar="INT",
                    help="claim 9: updates per model on Multi30k (default: 1500, about 30 minutes each)")
 
 

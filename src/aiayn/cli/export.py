@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from aiayn import checkpoint
-from aiayn.interop.ctranslate2 import export
+from aiayn.cli.options import positive_int
+from aiayn.files import check_out
+from aiayn.interop.ctranslate2 import export, is_ctranslate2_dir
 
 
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
@@ -16,17 +18,20 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                     "package (pip install ctranslate2).")
     p.add_argument("format", choices=("ctranslate2",), help="the format to write")
     p.add_argument("checkpoint", help="checkpoint, run directory (its newest checkpoint) or Marian directory")
-    p.add_argument("out", help="directory to write")
-    p.add_argument("--quantization", default=None,
+    p.add_argument("out", help="directory to write: new, empty, or an earlier CTranslate2 export")
+    p.add_argument("--force", action="store_true",
+                   help="replace OUT even if it holds something else (never a training run)")
+    p.add_argument("--quantization", default=None, metavar="TYPE",
                    help="store weights as int8, int8_float32, float16, ... (default: float32); "
                         "--compute-type at translation time can also quantize on load")
-    p.add_argument("--max-positions", type=int, default=1024,
+    p.add_argument("--max-positions", type=positive_int, default=1024, metavar="INT",
                    help="longest sequence the exported position table covers (default: 1024)")
 
 
 def run(args: argparse.Namespace) -> int:
+    check_out(args.out, "CTranslate2 model", is_ctranslate2_dir, args.force)  # before loading
     ck = checkpoint.load(checkpoint.resolve(args.checkpoint), with_state=False)
     out = export(ck.model, ck.tokenizer, args.out, args.quantization, args.max_positions,
-                 (ck.data.src_lang, ck.data.tgt_lang))
+                 (ck.data.src_lang, ck.data.tgt_lang), args.force)
     print(f"wrote {out}")
     return 0

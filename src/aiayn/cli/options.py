@@ -16,19 +16,26 @@ from aiayn import config as cfg
 _TYPES = {"int": int, "float": float, "str": str}
 
 
-def add_config_options(parser: argparse.ArgumentParser, cls: type, title: str) -> None:
-    """One flag per field of `cls` (`d_model` -> `--d-model`), defaulting to None = not given."""
+def add_config_options(parser: argparse.ArgumentParser, cls: type, title: str,
+                       exclude: tuple[str, ...] = ()) -> None:
+    """One flag per field of `cls` (`d_model` -> `--d-model`), defaulting to None = not given.
+
+    A field with choices shows them ({relu,gelu,silu}); values are checked when the config is built.
+    """
     group = parser.add_argument_group(title)
     for f in dataclasses.fields(cls):
-        if not f.metadata["flag"]:
+        if not f.metadata["flag"] or f.name in exclude:
             continue
         flag = "--" + f.name.replace("_", "-")
-        help_text = f"{f.metadata['help']} (default: {f.default!r})"
+        bounds = f.metadata.get("bounds")
+        limits = f"; {cfg.describe_bounds(bounds)}" if bounds else ""
+        help_text = f"{f.metadata['help']} (default: {f.default!r}{limits})"
         if f.type == "bool":
             group.add_argument(flag, dest=f.name, default=None, help=help_text,
                                action=argparse.BooleanOptionalAction)
         else:
-            group.add_argument(flag, dest=f.name, default=None, help=help_text, metavar=f.type.upper(),
+            metavar = None if f.metadata.get("choices") else f.metadata.get("metavar") or f.type.upper()
+            group.add_argument(flag, dest=f.name, default=None, help=help_text, metavar=metavar,
                                type=_TYPES[f.type], choices=f.metadata.get("choices"))
 
 
@@ -39,7 +46,7 @@ def field_help(cls: type, name: str) -> str:
 def add_recipe_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default=None, choices=sorted(cfg.PRESETS),
                         help="model size: base and big from the paper's Table 3, small and tiny for "
-                             "CPUs and tests (default: base)")
+                             "CPUs and tests (default: base on a GPU, small otherwise)")
     parser.add_argument("--config", metavar="FILE", default=None,
                         help="recipe file (.toml or .json) with sections preset, model, data, train")
 
@@ -50,22 +57,43 @@ def given(args: argparse.Namespace, cls: type) -> dict[str, Any]:
             if getattr(args, f.name, None) is not None}
 
 
-def resolve(args: argparse.Namespace) -> tuple[str, dict[str, Any], cfg.DataConfig, cfg.TrainConfig]:
-    """(preset, model overrides, data config, train config) from defaults, preset, recipe and flags."""
-    recipe = cfg.load_config_file(args.config) if args.config else {}
-    source = args.config or "command line"
-    preset = args.preset or recipe.get("preset", "base")
-    if preset not in cfg.PRESETS:
-        raise cfg.ConfigError(f"{source}: unknown preset {preset!r}; choose from {', '.join(cfg.PRESETS)}")
-    model = {**recipe.get("model", {}), **given(args, cfg.ModelConfig)}
-    data = cfg.build(cfg.DataConfig, {**recipe.get("data", {}), **given(args, cfg.DataConfig)}, source)
-    train = cfg.build(cfg.TrainConfig, {**recipe.get("train", {}), **given(args, cfg.TrainConfig)}, source)
-    cfg.build(cfg.ModelConfig, {**cfg.PRESETS[preset], **model}, source)  # fail before reading data
-    return preset, model, data, train
+def resolve(args: argparse.Namespace) -> cfg.Recipe:
+    """The checked recipe from defaults, preset, recipe file and flags (each overriding the one before)."""
+    sections = cfg.load_config_file(args.config) if args.config else {}
+    for name, cls in (("model", cfg.ModelConfig), ("data", cfg.DataConfig), ("train", cfg.TrainConfig)):
+        sections[name] = {**sections.get(name, {}), **given(args, cls)}
+    if args.preset:
+        sections["preset"] = args.preset
+    return cfg.recipe(sections, f"{args.config} and the command line" if args.config else "command line")
 
 
-def add_inference_options(parser: argparse.ArgumentParser) -> None:
-    """Where a trained model runs, and how it searches."""
+def device_name(text: str) -> str:
+    """argparse type: a device name (auto, cpu, cuda, cuda:N, mps)."""
+    try:
+        return cfg.check_device(text)
+    except cfg.ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, not {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def add_inference_options(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
+    """Where a trained model runs, and how it searches; `exclude`: search options the command has no
+    use for (they are then unknown options, not silently ignored)."""
     parser.add_argument("--engine", choices=("pytorch", "ctranslate2"), default="pytorch",
                         help="pytorch: an aiayn checkpoint (or Marian directory); ctranslate2: a directory "
                              "from `aiayn export ctranslate2`, whose length penalty is the plain form. "
@@ -83,12 +111,14 @@ def add_inference_options(parser: argparse.ArgumentParser) -> None:
                              "be slower); log-probabilities and scores stay float32. On a CPU, float32 "
                              "and bfloat16 use weights packed once for MKL's or oneDNN's matmul where "
                              "PyTorch has them: the same results, faster (default: float32)")
-    parser.add_argument("--compute-type", default="default",
-                        help="ctranslate2 only: default, float32, int8, ... (default: default)")
-    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N "
-                                                         "(default: auto)")
-    parser.add_argument("--threads", type=int, default=0, help="CPU threads; 0: PyTorch's default")
-    add_config_options(parser, cfg.DecodeConfig, "search (paper section 6.1)")
+    parser.add_argument("--compute-type", default="default", metavar="TYPE",
+                        help="ctranslate2 only: default, float32, int8, int8_float32, bfloat16, ... "
+                             "(default: default)")
+    parser.add_argument("--device", default="auto", type=device_name, metavar="DEVICE",
+                        help="auto (CUDA when present), cpu, cuda or cuda:N (default: auto)")
+    parser.add_argument("--threads", type=non_negative_int, default=0, metavar="INT",
+                        help="CPU threads; 0: PyTorch's default (default: 0)")
+    add_config_options(parser, cfg.DecodeConfig, "search (paper section 6.1)", exclude)
 
 
 @dataclass

@@ -5,6 +5,14 @@ from __future__ import annotations
 import argparse
 
 from aiayn import visualize
+from aiayn.cli.options import positive_int
+
+
+def positive_even(text: str) -> int:
+    value = positive_int(text)
+    if value % 2:
+        raise argparse.ArgumentTypeError(f"must be even (sin and cos pairs), not {value}")
+    return value
 
 
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
@@ -15,12 +23,16 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                                         "against the update step, from RUN_DIR/metrics.jsonl.")
     what = p.add_subparsers(dest="what", required=True, metavar="WHAT")
     pe = what.add_parser("positional-encoding", help="the sinusoidal encoding matrix")
-    pe.add_argument("--d-model", type=int, default=128, help="dimensions (default: 128)")
-    pe.add_argument("--length", type=int, default=100, help="positions (default: 100)")
-    pe.add_argument("--out", default="positional-encoding.png", help="PNG file to write")
+    pe.add_argument("--d-model", type=positive_even, default=128, metavar="INT",
+                    help="dimensions, even (default: 128)")
+    pe.add_argument("--length", type=positive_int, default=100, metavar="INT",
+                    help="positions (default: 100)")
+    pe.add_argument("--out", default="positional-encoding.png", metavar="FILE",
+                    help="PNG file to write (default: positional-encoding.png)")
     training = what.add_parser("training", help="a run's training curves")
     training.add_argument("run_dir", help="a training run directory (with metrics.jsonl)")
-    training.add_argument("--out", default="training.png", help="PNG file to write")
+    training.add_argument("--out", default="training.png", metavar="FILE",
+                          help="PNG file to write (default: training.png)")
 
 
 def run(args: argparse.Namespace) -> int:

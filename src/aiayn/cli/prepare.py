@@ -8,7 +8,7 @@ from pathlib import Path
 
 from aiayn import config as cfg
 from aiayn.cli.options import field_help
-from aiayn.data.corpora import load_corpus
+from aiayn.data.corpora import DataError, load_corpus
 from aiayn.tokenizer import Tokenizer
 
 
@@ -17,16 +17,20 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                             description="Learn one SentencePiece BPE vocabulary from the source and "
                                         "target sides of the training data; pass it to `aiayn train "
                                         "--tokenizer`.")
-    p.add_argument("--out", required=True, help="directory to write the tokenizer into (tokenizer.model)")
-    p.add_argument("--train", default="multi30k", help=field_help(cfg.DataConfig, "train"))
-    p.add_argument("--src-lang", default="en", help="source language code (default: en)")
-    p.add_argument("--tgt-lang", default="de", help="target language code (default: de)")
-    p.add_argument("--vocab-size", type=int, default=8000, help="BPE pieces to learn (default: 8000)")
-    p.add_argument("--seed", type=int, default=1, help="seed (default: 1)")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="directory to write the tokenizer into (tokenizer.model)")
+    p.add_argument("--train", default="multi30k", metavar="SPEC", help=field_help(cfg.DataConfig, "train"))
+    p.add_argument("--src-lang", default="en", metavar="LANG", help="source language code (default: en)")
+    p.add_argument("--tgt-lang", default="de", metavar="LANG", help="target language code (default: de)")
+    p.add_argument("--vocab-size", type=int, default=8000, metavar="INT",
+                   help="BPE pieces to learn (default: 8000)")
+    p.add_argument("--seed", type=int, default=1, metavar="INT", help="seed (default: 1)")
 
 
 def run(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.train, args.src_lang, args.tgt_lang)
+    if not any(corpus.source) and not any(corpus.target):
+        raise DataError(f"{corpus.name}: no text to learn a tokenizer from ({len(corpus):,} empty pairs)")
     tokenizer = Tokenizer.train(corpus.source + corpus.target, args.vocab_size, args.seed)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     tokenizer.save(args.out)

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import gzip
 import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from aiayn.errors import AiaynError
 
-class DataError(ValueError):
+
+class DataError(AiaynError, ValueError):
     """Input text that cannot be used; the message names the file (and line)."""
 
 
@@ -27,23 +30,34 @@ class ParallelCorpus:
 
 def read_lines(path: str | Path) -> list[str]:
     """All lines of a UTF-8 text file (plain, or gzip when the name ends in .gz), without newlines."""
+    return list(iter_lines(path))
+
+
+def iter_lines(path: str | Path) -> Iterator[str]:
+    """The lines of a UTF-8 text file (plain, or gzip when the name ends in .gz), read as they are
+    needed; each without its newline, and without the carriage return of a CRLF ending."""
     path = Path(path)
     try:
-        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as f:
+            yield from decode_lines(f, str(path))
     except FileNotFoundError:
         raise DataError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a directory, not a text file") from None
     except (OSError, EOFError, zlib.error) as e:
         raise DataError(f"{path}: cannot read: {e}") from e
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise DataError(f"{path}:{line}: invalid UTF-8 ({e.reason})") from None
-    # Split on "\n" only: str.splitlines would also split on U+2028 and friends and break alignment.
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
+
+
+def decode_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
+    """Lines of bytes (a binary file, standard input's buffer) as text, checked: invalid UTF-8 is a
+    DataError naming `name` and the line. Only "\n" ends a line (str.splitlines would also split on
+    U+2028 and friends and break the alignment of parallel files); a "\r" before it is dropped."""
+    for number, raw in enumerate(stream, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DataError(f"{name}:{number}: invalid UTF-8 ({e.reason})") from None
+        yield line.removesuffix("\n").removesuffix("\r")
 
 
 def read_parallel(src_path: str | Path, tgt_path: str | Path) -> ParallelCorpus:

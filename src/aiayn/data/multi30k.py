@@ -20,26 +20,42 @@ URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
 
 
 def load(split: str, src_lang: str, tgt_lang: str) -> ParallelCorpus:
-    corpus = read_parallel(path(split, src_lang), path(split, tgt_lang))
+    corpus = read_parallel(path(split, src_lang, tgt_lang), path(split, tgt_lang, src_lang))
     corpus.name = f"multi30k:{split}"
     return corpus
 
 
-def path(split: str, lang: str) -> Path:
-    """The local file of one split and language, downloading it if needed."""
+def path(split: str, lang: str, other_lang: str | None = None) -> Path:
+    """The local file of one split and language, downloading it if needed (`other_lang`: the other
+    side of the pair, named in the error when neither file can be had)."""
     if split not in SPLITS:
         raise DataError(f"multi30k has no split {split!r}; choose from {', '.join(SPLITS)}")
     if lang not in LANGUAGES:
         raise DataError(f"multi30k has no language {lang!r}; choose from {', '.join(LANGUAGES)}")
     name = f"{split}.{lang}.gz"
-    if "AIAYN_DATA_DIR" in os.environ:
-        local = Path(os.environ["AIAYN_DATA_DIR"]) / "multi30k" / name
-        if local.exists():
-            return local
+    local = data_dir()
+    if local and (local / name).exists():
+        return local / name
     cached = cache_dir() / name
     if not cached.exists():
-        download(f"{os.environ.get('AIAYN_MULTI30K_URL', URL)}/{name}", cached)
+        url = f"{os.environ.get('AIAYN_MULTI30K_URL', URL)}/{name}"
+        try:
+            download(url, cached)
+        except OSError as e:
+            needed = sorted({name, f"{split}.{other_lang}.gz"} if other_lang else {name})
+            where = f"$AIAYN_DATA_DIR/multi30k ({local})" if local else "$AIAYN_DATA_DIR/multi30k (not set)"
+            raise DataError(
+                f"multi30k:{split} needs {' and '.join(needed)}, found neither in {where} nor in the "
+                f"download cache {cache_dir()}, and downloading {url} failed ({e}). Put the files in "
+                f"DIR/multi30k/ and export AIAYN_DATA_DIR=DIR, or train on your own parallel text with "
+                f"--train PREFIX (PREFIX.{lang} and PREFIX.{other_lang or 'TGT'}, plain or .gz)") from None
     return cached
+
+
+def data_dir() -> Path | None:
+    """$AIAYN_DATA_DIR/multi30k, when the variable is set."""
+    root = os.environ.get("AIAYN_DATA_DIR")
+    return Path(root) / "multi30k" if root else None
 
 
 def cache_dir() -> Path:
@@ -56,9 +72,6 @@ def download(url: str, dest: Path) -> None:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
             out.write(response.read())
         os.replace(tmp, dest)
-    except OSError as e:
+    except (OSError, ValueError) as e:
         Path(tmp).unlink(missing_ok=True)
-        raise DataError(
-            f"multi30k: {dest.name} is not in $AIAYN_DATA_DIR/multi30k and downloading {url} failed "
-            f"({e}); set AIAYN_DATA_DIR to a directory holding multi30k/{dest.name}"
-        ) from e
+        raise OSError(str(e)) from e

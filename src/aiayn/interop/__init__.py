@@ -3,8 +3,10 @@
 import importlib
 from types import ModuleType
 
+from aiayn.errors import AiaynError
 
-class ConversionError(ValueError):
+
+class ConversionError(AiaynError, ValueError):
     """A model feature the other toolkit cannot represent; the message says which."""
 
 

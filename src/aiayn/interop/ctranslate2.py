@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from aiayn import files
 from aiayn.config import DecodeConfig
 from aiayn.decoding.translator import Translation
 from aiayn.interop import ConversionError, require
@@ -77,17 +78,26 @@ def _spec(model: Transformer, tokenizer: Tokenizer, max_positions: int):
     return spec
 
 
+def is_ctranslate2_dir(path: Path) -> bool:
+    return (path / "model.bin").exists()
+
+
 def export(model: Transformer, tokenizer: Tokenizer, out: str | Path, quantization: str | None = None,
-           max_positions: int = 1024, languages: tuple[str, str] = ("", "")) -> Path:
-    """Write a CTranslate2 model directory, plus the tokenizer and languages so it translates text alone."""
+           max_positions: int = 1024, languages: tuple[str, str] = ("", ""), force: bool = False) -> Path:
+    """Write a CTranslate2 model directory, plus the tokenizer and languages so it translates text alone.
+
+    It replaces an earlier export at `out`, and anything else there only with `force` (see `files`).
+    """
     class _FromSpec(require("ctranslate2.converters.converter").Converter):
         def _load(self):
             return _spec(model, tokenizer, max_positions)
 
     out = Path(out)
-    _FromSpec().convert(str(out), quantization=quantization, force=True)
-    tokenizer.save(out)
-    (out / "aiayn.json").write_text(json.dumps({"src_lang": languages[0], "tgt_lang": languages[1]}) + "\n")
+    with files.replacing(out, "CTranslate2 model", is_ctranslate2_dir, force) as tmp:
+        _FromSpec().convert(str(tmp), quantization=quantization, force=True)
+        tokenizer.save(tmp)
+        meta = {"src_lang": languages[0], "tgt_lang": languages[1]}
+        (tmp / "aiayn.json").write_text(json.dumps(meta) + "\n")
     return out
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from aiayn import files
 from aiayn.config import ModelConfig
 from aiayn.interop import ConversionError, require
 from aiayn.model import Transformer
@@ -30,8 +31,11 @@ MARIAN_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "silu": "swish"}  # aiayn 
 
 
 def is_marian_dir(path: str | Path) -> bool:
-    config = Path(path) / "config.json"
-    return config.exists() and json.loads(config.read_text(encoding="utf-8")).get("model_type") == "marian"
+    try:
+        config = json.loads((Path(path) / "config.json").read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("model_type") == "marian"
 
 
 def config_from_marian(hf) -> ModelConfig:
@@ -175,13 +179,21 @@ def load_marian(path: str | Path) -> tuple[Transformer, Tokenizer, dict]:
 
 
 def save_marian(model: Transformer, tokenizer: Tokenizer, out: str | Path, src_lang: str = "",
-                tgt_lang: str = "", max_positions: int = 1024) -> Path:
-    """Write a MarianMTModel directory (config, weights, source.spm, target.spm, vocab.json)."""
+                tgt_lang: str = "", max_positions: int = 1024, force: bool = False) -> Path:
+    """Write a MarianMTModel directory (config, weights, source.spm, target.spm, vocab.json).
+
+    It replaces an earlier Marian model at `out`, and anything else there only with `force` (see `files`).
+    """
+    hf_model = to_marian(model, max_positions)
+    with files.replacing(Path(out), "Marian model", is_marian_dir, force) as tmp:
+        _write_marian(hf_model, model.config, tokenizer, tmp, src_lang, tgt_lang, max_positions)
+    return Path(out)
+
+
+def _write_marian(hf_model, c: ModelConfig, tokenizer: Tokenizer, out: Path, src_lang: str, tgt_lang: str,
+                  max_positions: int) -> None:
     GenerationConfig = require("transformers").GenerationConfig  # noqa: N806
 
-    out = Path(out)
-    hf_model = to_marian(model, max_positions)
-    c = model.config
     never = sorted({c.pad_id, c.bos_id})  # aiayn never outputs padding or bos
     hf_model.generation_config = GenerationConfig(
         decoder_start_token_id=c.bos_id, pad_token_id=c.pad_id, eos_token_id=c.eos_id,
@@ -195,4 +207,3 @@ def save_marian(model: Transformer, tokenizer: Tokenizer, out: str | Path, src_l
                         "model_max_length": max_positions, "tokenizer_class": "MarianTokenizer"}
     text = json.dumps(tokenizer_config, indent=2) + "\n"
     (out / "tokenizer_config.json").write_text(text, encoding="utf-8")
-    return out

@@ -25,8 +25,9 @@ from torch import nn
 from tqdm import tqdm
 
 from aiayn import checkpoint
-from aiayn.config import DataConfig, DecodeConfig, TrainConfig
+from aiayn.config import ConfigError, DataConfig, DecodeConfig, TrainConfig, check_device
 from aiayn.data.batching import Batch, TokenizedCorpus, collate, make_batches
+from aiayn.data.corpora import DataError
 from aiayn.decoding.translator import translate_ids
 from aiayn.evaluate import score as sacrebleu_score
 from aiayn.model import Transformer
@@ -36,9 +37,19 @@ from aiayn.train.optim import learning_rate, make_optimizer, set_learning_rate
 
 
 def resolve_device(name: str = "auto") -> torch.device:
+    """The device `name` asks for (auto: CUDA when present, else the CPU), if this machine has it."""
+    check_device(name)
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device={name}: PyTorch {torch.__version__} finds no CUDA GPU here; "
+                          "use --device cpu")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ConfigError(f"device={name}: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"device={name}: PyTorch finds no Apple GPU (MPS) here; use --device cpu")
+    return device
 
 
 def autocast(device: torch.device, precision: str = "auto") -> contextlib.AbstractContextManager:
@@ -116,6 +127,8 @@ def updates(corpus: TokenizedCorpus, tokenizer: Tokenizer, data: DataConfig, con
     spans two epochs.
     """
     src_lens, tgt_lens = corpus.lengths()
+    if not len(corpus):  # else this loop would spin forever, deaf to Ctrl-C
+        raise DataError("no training pairs to make batches of")
     epoch, index = start.epoch, start.batch
     while True:
         order = make_batches(src_lens, tgt_lens, data.batch_tokens, config.seed, epoch)
@@ -131,7 +144,11 @@ def updates(corpus: TokenizedCorpus, tokenizer: Tokenizer, data: DataConfig, con
 
 
 def rng_state() -> dict[str, Any]:
-    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    """Every random generator's state, as tensors and plain values (a checkpoint reads only those)."""
+    numpy_state = np.random.get_state(legacy=False)  # its key: a uint32 array, kept as an int64 tensor
+    key = torch.from_numpy(numpy_state["state"]["key"].astype(np.int64))
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
+             "numpy": {**numpy_state, "state": {"key": key, "pos": numpy_state["state"]["pos"]}}}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -140,7 +157,12 @@ def rng_state() -> dict[str, Any]:
 def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    numpy_state = state["numpy"]
+    if isinstance(numpy_state, dict):  # else numpy's own tuple, in states written before
+        key = numpy_state["state"]["key"]
+        numpy_state = {**numpy_state, "state": {"key": np.asarray(key, dtype=np.int64).astype(np.uint32),
+                                                "pos": numpy_state["state"]["pos"]}}
+    np.random.set_state(numpy_state)
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 
@@ -177,21 +199,50 @@ class MetricsLog:
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"kind": kind, **values}) + "\n")
 
+    def keep_until(self, step: int) -> None:
+        """Drop the records of updates after `step`: a run resumed there replays them, and logs them
+        again. A line cut short by a crash is dropped too."""
+        if not self.path.exists():
+            return
+        kept = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                if json.loads(line).get("step", 0) <= step:
+                    kept.append(line + "\n")
+            except (ValueError, AttributeError):
+                continue
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text("".join(kept), encoding="utf-8")
+        tmp.replace(self.path)
+
+
+class Stopped(KeyboardInterrupt):
+    """A second Ctrl-C or SIGTERM: stop at once, without saving."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
 
 class GracefulStop:
-    """The first Ctrl-C (or SIGTERM) asks the loop to stop after the current update and save."""
+    """The first Ctrl-C (or SIGTERM) asks the loop to stop after the current update and save;
+    `signum` says which signal asked. A second one stops at once (`Stopped`)."""
 
     def __init__(self) -> None:
-        self.requested = False
+        self.signum: int | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
 
     def __enter__(self) -> GracefulStop:
         self._old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested:  # a second signal: stop now
-            raise KeyboardInterrupt
-        self.requested = True
+        if self.requested:
+            raise Stopped(signum)
+        self.signum = signum
         tqdm.write("stopping after this update and saving a checkpoint (again to stop at once)")
 
     def __exit__(self, *exc: Any) -> None:
@@ -199,29 +250,46 @@ class GracefulStop:
             signal.signal(s, handler)
 
 
+def limit_reached(config: TrainConfig, step: int, epoch: int, minutes: float) -> str | None:
+    """Which of the run's limits (`--max-steps`, `--max-epochs`, `--max-minutes`) is reached, if any."""
+    limits = (("--max-steps", config.max_steps, step), ("--max-epochs", config.max_epochs, epoch),
+              ("--max-minutes", config.max_minutes, minutes))
+    for flag, limit, value in limits:
+        if limit and value >= limit:
+            return f"{flag} {limit:g}"
+    return None
+
+
 def train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus,
           valid_data: TokenizedCorpus | None, data: DataConfig, config: TrainConfig,
           run_dir: str | Path, state: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Train until a limit in `config` is reached; resume from `state` when given.
+    """Train until a limit in `config` is reached, or a Ctrl-C or SIGTERM asks to stop; resume from
+    `state` when given.
 
-    Returns the final training state (as saved in the last checkpoint) with the last metrics.
+    Returns the final training state (as saved in the last checkpoint) with the last metrics, and
+    `stopped_by`: the signal that stopped the run early, or None.
     """
+    if not len(train_data):
+        raise DataError("no training pairs: every pair was dropped (empty, or over the length limit)")
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    for leftover in checkpoint.clean_leftovers(run_dir):
+        tqdm.write(f"removed {leftover}, a checkpoint left half-written by a process that was killed")
     device = resolve_device(config.device)
     model.to(device)
     optimizer = make_optimizer(model, config)
     step, position, elapsed, best_bleu = 0, Position(), 0.0, float("-inf")
+    log = MetricsLog(run_dir / "metrics.jsonl")
     if state is not None:
         optimizer.load_state_dict(state["optimizer"])
         step, position, elapsed = state["step"], Position(**state["position"]), state["elapsed"]
         best_bleu = state.get("best_bleu", best_bleu)
         set_rng_state(state["rng"])
+    log.keep_until(step)
     pad = tokenizer.pad_id
-    valid_batches = [] if valid_data is None else [
+    valid_batches = [] if not valid_data else [
         collate(b, valid_data, pad, tokenizer.bos_id, tokenizer.eos_id)
         for b in make_batches(*valid_data.lengths(), data.batch_tokens, shuffle=False)]
-    log = MetricsLog(run_dir / "metrics.jsonl")
     d_model = model.config.d_model
 
     def snapshot() -> dict[str, Any]:
@@ -245,7 +313,7 @@ def train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus,
     def validate_bleu() -> float | None:
         """sacreBLEU of the validation set with beam search; a new best is saved as checkpoints/best."""
         nonlocal best_bleu
-        if valid_data is None:
+        if not valid_data:
             return None
         decode = DecodeConfig(beam_size=config.bleu_beam)
         hypotheses = [t[0].text for t in translate_ids(model, tokenizer, valid_data.source, decode, False)]
@@ -261,9 +329,7 @@ def train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus,
 
     def finished() -> bool:
         minutes = (elapsed + time.perf_counter() - started) / 60
-        return ((config.max_steps and step >= config.max_steps)
-                or (config.max_epochs and position.epoch >= config.max_epochs)
-                or (config.max_minutes and minutes >= config.max_minutes)) or stop.requested
+        return stop.requested or limit_reached(config, step, position.epoch, minutes) is not None
 
     def every(interval: int) -> bool:
         return bool(interval) and step % interval == 0
@@ -302,5 +368,5 @@ def train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus,
         if not every(config.save_every):
             save()
     final = snapshot()
-    final["metrics"] = metrics
+    final["metrics"], final["stopped_by"] = metrics, stop.signum
     return final

@@ -1,0 +1,143 @@
+import io
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aiayn.cli import main
+
+
+class Stdin(io.TextIOWrapper):
+    """Standard input over bytes, counting the lines read from it."""
+
+    def __init__(self, data: bytes) -> None:
+        self.counter = Counting(data)
+        super().__init__(self.counter)  # type: ignore[arg-type]
+
+
+class Counting(io.BytesIO):
+    lines_read = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        line = self.readline()
+        if not line:
+            raise StopIteration
+        self.lines_read += 1
+        return line
+
+
+class Stdout(io.StringIO):
+    """Standard output that notes how many input lines had been read at its first write."""
+
+    def __init__(self, stdin: Stdin) -> None:
+        super().__init__()
+        self.stdin, self.read_at_first_write = stdin, None
+
+    def write(self, text: str) -> int:
+        if self.read_at_first_write is None:
+            self.read_at_first_write = self.stdin.counter.lines_read
+        return super().write(text)
+
+
+def translate_stdin(trained_run, monkeypatch, data: bytes, *options: str) -> tuple[int, Stdout]:
+    stdin = Stdin(data)
+    stdout = Stdout(stdin)
+    monkeypatch.setattr(sys, "stdin", stdin)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    return main(["translate", str(trained_run), "--beam-size", "1", *options]), stdout
+
+
+def test_stdin_is_translated_and_written_batch_by_batch(trained_run, monkeypatch):
+    """Problem 8: nothing was printed until all of standard input was read and translated."""
+    lines = [" ".join("abcdefghij"[(i + j) % 10] for j in range(1 + i % 7)) for i in range(1200)]
+    code, stdout = translate_stdin(trained_run, monkeypatch, "".join(f"{x}\n" for x in lines).encode())
+    assert code == 0
+    assert len(stdout.getvalue().splitlines()) == 1200
+    assert stdout.read_at_first_write < 1200  # the first translations came before the last lines were read
+
+
+def test_a_line_break_in_a_translation_cannot_split_its_line():
+    from aiayn.cli.translate import write_translations
+    from aiayn.decoding.translator import Translation
+
+    out = io.StringIO()
+    results = [[Translation("two\nlines\r", 0.0, 0.0, [])], [Translation("", 0.0, 0.0, [])]]
+    write_translations(out, 0, results, 1)
+    assert out.getvalue() == "two lines \n\n"
+
+
+def test_stdin_is_decoded_like_a_file(trained_run, monkeypatch, capsys):
+    """Problem 8: invalid UTF-8 on stdin gave a TypeError, and CRLF endings were kept."""
+    code, stdout = translate_stdin(trained_run, monkeypatch, b"a b c\r\nd e\r\n")
+    crlf = stdout.getvalue()
+    code_lf, stdout_lf = translate_stdin(trained_run, monkeypatch, b"a b c\nd e\n")
+    assert code == code_lf == 0 and crlf == stdout_lf.getvalue() and len(crlf.splitlines()) == 2
+    code, _ = translate_stdin(trained_run, monkeypatch, b"a b c\nd \xff e\n")
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err == "aiayn translate: error: <stdin>:2: invalid UTF-8 (invalid start byte)\n"
+
+
+def test_an_unwritable_output_fails_before_anything_is_read(trained_run, monkeypatch, tmp_path, capsys):
+    """Problem 8: --output was checked only at the end, after all the translating."""
+    stdin = Stdin(b"a b c\n")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    assert main(["translate", str(trained_run), "--output", str(tmp_path / "no" / "out.txt")]) == 2
+    assert "no such directory" in capsys.readouterr().err and stdin.counter.lines_read == 0
+    source = tmp_path / "in.txt"
+    source.write_text("a b c\n")
+    assert main(["translate", str(trained_run), "-i", str(source), "-o", str(source)]) == 2
+    assert "--output is the --input file" in capsys.readouterr().err and source.read_text() == "a b c\n"
+
+
+@pytest.mark.parametrize("command", ["evaluate", "attention"])
+def test_search_options_a_command_has_no_use_for_are_refused(trained_run, command, capsys):
+    """Problem 9: `attention --nbest` and `evaluate --nbest` were accepted and ignored."""
+    args = [command, str(trained_run), *(["a b c"] if command == "attention" else []), "--nbest", "2"]
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    assert e.value.code == 2 and "unrecognized arguments: --nbest 2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--temperature", "-1"], "temperature=-1.0 must be at least 0"),
+    (["--top-k", "-3"], "top_k=-3 must be at least 0"),
+    (["--max-output-extra", "-100"], "max_output_extra=-100 must be at least 0"),
+    (["--length-penalty", "nan"], "length_penalty=nan must be a finite number"),
+])
+def test_bad_search_values_are_one_line_errors(trained_run, capsys, options, message):
+    """Problem 7: --temperature -1 and --top-k -3 were ignored; others gave tracebacks."""
+    assert main(["translate", str(trained_run), "a b c", *options]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--threads", "-1"], "argument --threads: must be at least 0, not -1"),
+    (["--device", "gpu9"], "argument --device: device='gpu9' is not one of"),
+])
+def test_bad_device_options_are_usage_errors(trained_run, capsys, options, message):
+    with pytest.raises(SystemExit) as e:
+        main(["translate", str(trained_run), "a b c", *options])
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+# Lines as a file can hold them: any Unicode but surrogates (not encodable) and "\n" (ends a line).
+lines = st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"), max_size=40),
+                 min_size=1, max_size=6)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines)
+def test_property_any_text_gives_one_line_per_input_line(trained_run, monkeypatch, texts):
+    data = "".join(t + "\n" for t in texts).encode("utf-8")
+    code, stdout = translate_stdin(trained_run, monkeypatch, data, "--max-output-len", "12")
+    assert code == 0
+    assert stdout.getvalue().count("\n") == len(texts)
+    for text, out in zip(texts, stdout.getvalue().split("\n"), strict=False):
+        if not text.removesuffix("\r"):
+            assert out == ""
