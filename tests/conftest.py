@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import signal
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,24 @@ from aiayn.config import model_config
 from aiayn.model import Transformer
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# How long a test waits before it calls a process or a loop hung. Nothing that works comes near it,
+# however slow the machine; AIAYN_TEST_HANG_S lowers it, to see quickly that a hang fails a test.
+HANG_S = float(os.environ.get("AIAYN_TEST_HANG_S", 600))
+
+
+@contextmanager
+def fails_if_hung(seconds: float = HANG_S):
+    """Turn a hang of the code inside into a TimeoutError after `seconds`."""
+    def alarm(signum, frame):
+        raise TimeoutError(f"hung for {seconds:g} s")
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

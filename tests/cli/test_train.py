@@ -9,12 +9,13 @@ import pytest
 
 from aiayn import checkpoint
 from aiayn.cli import main
+from tests.conftest import HANG_S
 
 TINY = ["--preset", "tiny", "--batch-tokens", "512", "--warmup-steps", "20", "--log-every", "1"]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def aiayn(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def aiayn(*args: str, timeout: float = HANG_S) -> subprocess.CompletedProcess:
     """`python -m aiayn ARGS` in a new process. The timeout only catches a hang: every call here
     finishes in seconds when nothing is wrong."""
     try:
@@ -24,7 +25,7 @@ def aiayn(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
         pytest.fail(f"aiayn {' '.join(args)} hung")
 
 
-def wait_for(condition, process: subprocess.Popen, limit: float = 600) -> None:
+def wait_for(condition, process: subprocess.Popen, limit: float = HANG_S) -> None:
     """Poll until `condition()` holds; fail if the process ends first (or after `limit` seconds)."""
     deadline = time.monotonic() + limit
     while not condition():
@@ -71,7 +72,7 @@ def test_a_signal_stops_training_after_saving_and_the_exit_status_says_so(tmp_pa
                                text=True)
     wait_for(lambda: (run / "metrics.jsonl").exists(), process)
     process.send_signal(sig)
-    _, err = process.communicate(timeout=600)
+    _, err = process.communicate(timeout=HANG_S)
     assert process.returncode == code, err
     assert f"stopped by {sig.name}; continue with: aiayn train --out {run} --resume" in err
     step = checkpoint.load(checkpoint.resolve(run)).step

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from aiayn import checkpoint
+from tests.conftest import HANG_S
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = ["--preset", "tiny", "--train", "synthetic:reverse", "--batch-tokens", "512", "--warmup-steps", "20",
@@ -23,7 +24,7 @@ def train(*args: str) -> subprocess.Popen:
 
 
 def finish(process: subprocess.Popen) -> None:
-    _, err = process.communicate(timeout=900)  # only a hang reaches this limit
+    _, err = process.communicate(timeout=HANG_S)  # only a hang reaches this limit
     assert process.returncode == 0, err
 
 
@@ -39,7 +40,7 @@ def test_a_run_killed_at_a_random_moment_resumes_to_the_weights_of_an_uninterrup
     run = tmp_path / "killed"
     process = train("--out", str(run))
     wait_for = rng.randint(1, 39)  # metrics lines: the kill lands somewhere in the first 40 updates
-    deadline = time.monotonic() + 900
+    deadline = time.monotonic() + HANG_S
     while process.poll() is None and lines(run / "metrics.jsonl") < wait_for and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(rng.uniform(0, 0.3))

@@ -11,6 +11,7 @@ from aiayn.data.batching import collate
 from aiayn.decoding import greedy_search
 from aiayn.model import Transformer
 from aiayn.train.loop import train, train_step
+from tests.conftest import fails_if_hung
 
 NO_DROPOUT = dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
 
@@ -119,9 +120,9 @@ def test_no_training_pair_is_an_error_not_an_endless_loop(copy_task, tmp_path):
 
     tokenizer, _, _ = copy_task
     empty = TokenizedCorpus([], [], dropped_empty=3)
-    with pytest.raises(DataError, match="no training pairs"):
+    with fails_if_hung(), pytest.raises(DataError, match="no training pairs"):
         next(updates(empty, tokenizer, DataConfig(), TrainConfig(), Position()))
-    with pytest.raises(DataError, match="no training pairs"):
+    with fails_if_hung(), pytest.raises(DataError, match="no training pairs"):
         train(new_model(tokenizer), tokenizer, empty, None, DataConfig(), TrainConfig(max_steps=1), tmp_path)
 
 
