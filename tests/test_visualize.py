@@ -56,7 +56,8 @@ def test_positional_encoding_and_training_figures(tmp_path):
              for s in range(10, 110, 10)]
     lines += [{"kind": "valid", "step": 100, "loss": 4.5, "nll": 3.5},
               {"kind": "bleu", "step": 100, "bleu": 12.3}]
-    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    text = "".join(json.dumps(x) + "\n" for x in lines) + '{"kind": "train", "st'  # cut short by a kill
+    (tmp_path / "metrics.jsonl").write_text(text)
     assert main(["plot", "training", str(tmp_path), "--out", str(tmp_path / "t.png")]) == 0
     assert (tmp_path / "t.png").read_bytes().startswith(PNG)
 

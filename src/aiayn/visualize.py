@@ -135,7 +135,7 @@ def positional_encoding_figure(d_model: int, length: int, path: str | Path) -> P
 
 def training_figure(run_dir: str | Path, path: str | Path) -> Path:
     """Loss, perplexity, learning rate and validation BLEU against the update step, from metrics.jsonl."""
-    records = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
+    records = _records(Path(run_dir) / "metrics.jsonl")
     series = {kind: [r for r in records if r["kind"] == kind] for kind in ("train", "valid", "bleu")}
     fig, axes = plt.subplots(2, 2, figsize=(11, 7))
     (loss, ppl), (lr, bleu) = axes
@@ -160,6 +160,19 @@ def training_figure(run_dir: str | Path, path: str | Path) -> Path:
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return Path(path)
+
+
+def _records(path: Path) -> list[dict]:
+    """The metrics records of a run; a line cut short by a killed process is skipped."""
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "kind" in record and "step" in record:
+            records.append(record)
+    return records
 
 
 HTML_PAGE = """<!doctype html>

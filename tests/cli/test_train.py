@@ -139,7 +139,8 @@ def test_own_data_without_a_validation_set_is_said(tmp_path, capsys):
 
 def test_a_fresh_run_refuses_a_directory_holding_other_things(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("mine")
-    assert main(["train", *TINY, "--train", "synthetic:reverse", "--out", str(tmp_path)]) == 2
+    args = ["train", *TINY, "--train", "synthetic:reverse", "--max-steps", "2", "--out", str(tmp_path)]
+    assert main(args) == 2
     assert "is not empty and is not a training run" in capsys.readouterr().err
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
@@ -166,7 +167,7 @@ def test_a_fresh_run_refuses_a_directory_holding_other_things(tmp_path, capsys):
 def test_bad_training_values_are_one_line_errors_before_training(tmp_path, capsys, options, message):
     """Problem 7: bad values were accepted silently, crashed with tracebacks, or failed mid-run."""
     code = main(["train", "--preset", "tiny", "--train", "synthetic:reverse", "--out", str(tmp_path / "r"),
-                 *options])
+                 "--max-steps", "2", "--batch-tokens", "256", *options])
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.startswith("aiayn train: error: ")
     assert len(err.strip().splitlines()) == 1
@@ -176,7 +177,7 @@ def test_bad_training_values_are_one_line_errors_before_training(tmp_path, capsy
 def test_a_recipe_with_a_value_of_the_wrong_type_is_an_error(tmp_path, capsys):
     recipe = tmp_path / "r.toml"
     recipe.write_text('preset = "tiny"\n[model]\nd_model = "64"\n')
-    assert main(["train", "--config", str(recipe), "--out", str(tmp_path / "r")]) == 2
+    assert main(["train", "--config", str(recipe), "--max-steps", "2", "--out", str(tmp_path / "r")]) == 2
     assert f"{recipe}: d_model='64' must be an integer, not str" in capsys.readouterr().err
 
 
