@@ -194,7 +194,8 @@ def _load_state(state_path: Path) -> dict[str, Any]:
         with torch.serialization.safe_globals(_LEGACY_STATE_GLOBALS):
             state = torch.load(state_path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        refused = next((line.strip() for line in str(e).splitlines() if "Unsupported" in line), str(e))
+        lines = [line.strip() for line in str(e).splitlines()]
+        refused = next((line for line in lines if "unsupported" in line.lower()), "not plain data")
         raise CheckpointError(f"{state_path}: refused: it holds more than tensors and plain values, and "
                               f"reading it could run code ({refused})") from None
     except (OSError, RuntimeError, EOFError, ValueError) as e:
