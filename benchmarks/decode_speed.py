@@ -53,8 +53,8 @@ from aiayn.config import model_config
 from aiayn.data.batching import pad
 from aiayn.data.corpora import load_corpus
 from aiayn.decoding import beam_search, greedy_search, max_output_lengths
-from aiayn.inference import pack_for_cpu, packing_available, quantize_int8
 from aiayn.model import Transformer
+from aiayn.translation import prepare
 
 NO_EOS = -1e4  # logit bias that makes eos (practically) impossible
 
@@ -76,20 +76,17 @@ def systems(model: Transformer, new_tokens: int, beam: int, huggingface: bool,
     """name -> function translating one (B, S) batch of ids with exactly `new_tokens` output steps,
     for the systems that run in this process: aiayn's and HuggingFace's.
 
-    `model` is on the CPU, the batches on `device`; int8 (dynamic quantization) is for CPUs only."""
+    `model` is on the CPU, the batches on `device`; int8 is for CPUs only. Each variant is prepared as
+    `aiayn translate` prepares it (`translation.prepare`: packed weights on a CPU, ...)."""
     c = model.config
     cap = new_tokens - 1  # aiayn's beam search: cap tokens, then the forced eos: new_tokens steps
     run: dict[str, Callable[[torch.Tensor], object]] = {}
-    if device.type == "cpu":  # as `aiayn translate` runs there: packed weights where PyTorch has them
-        ours = [(name, pack_for_cpu(model, t) if packing_available(t) else copy.deepcopy(model).to(t))
-                for name, t in (("aiayn", torch.float32), ("aiayn bfloat16", torch.bfloat16))]
-        ours.insert(1, ("aiayn int8", quantize_int8(model)))
-    else:
-        on_device = copy.deepcopy(model).to(device)
-        ours = [("aiayn", on_device), ("aiayn bfloat16", copy.deepcopy(on_device).to(torch.bfloat16))]
-    ours.insert(1, ("aiayn compiled", copy.deepcopy(model).to(device)))  # Inductor packs the weights
+    variants = [("aiayn", "float32", False, False), ("aiayn compiled", "float32", False, True)]
     if device.type == "cpu":
-        ours.insert(3, ("aiayn int8 compiled", quantize_int8(model, compiled=True)))
+        variants += [("aiayn int8", "float32", True, False), ("aiayn int8 compiled", "float32", True, True)]
+    variants.append(("aiayn bfloat16", "bfloat16", False, False))
+    ours = [(name, prepare(copy.deepcopy(model).to(device).eval(), device, dtype, int8, compiled)[0])
+            for name, dtype, int8, compiled in variants]
     for name, m in ours:
         compiled = name.endswith("compiled")
         if beam == 1:

@@ -5,13 +5,21 @@ import torch
 from aiayn import visualize
 from aiayn.cli import main
 from aiayn.config import DecodeConfig
+from aiayn.decoding.translator import translate
+from aiayn.translation import attention_view
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
+def view_of(model, tokenizer, sentence, config=None):
+    """The attention of the model's translation of `sentence`, as `Translator.translate` gives it."""
+    best = translate(model, tokenizer, [sentence], config or DecodeConfig(), progress=False)[0][0]
+    return attention_view(model, tokenizer, sentence, best)
+
+
 def test_attention_view_weights_fit_the_tokens(reverse_model):
     model, tokenizer, sources = reverse_model
-    view = visualize.attention_view(model, tokenizer, sources[0], DecodeConfig(beam_size=2))
+    view = view_of(model, tokenizer, sources[0], DecodeConfig(beam_size=2))
     assert view.translation and view.source[-1] == "</s>" and view.target_in[0] == "<s>"
     assert len(view.target_in) == len(view.target_out)
     for kind, layers in view.maps.items():
@@ -26,7 +34,7 @@ def test_attention_view_weights_fit_the_tokens(reverse_model):
 
 def test_pictures_and_page_are_written(reverse_model, tmp_path):
     model, tokenizer, sources = reverse_model
-    view = visualize.attention_view(model, tokenizer, sources[1])
+    view = view_of(model, tokenizer, sources[1])
     for kind in ("encoder", "decoder", "cross"):
         png = visualize.attention_grid(view, kind, tmp_path / f"{kind}.png").read_bytes()
         assert png.startswith(PNG) and len(png) > 10_000
@@ -68,7 +76,7 @@ def test_attention_grids_have_a_colour_scale_axis_titles_and_the_right_sentence(
     import matplotlib.pyplot as plt
 
     model, tokenizer, sources = reverse_model
-    view = visualize.attention_view(model, tokenizer, sources[2])
+    view = view_of(model, tokenizer, sources[2])
     for kind, query, key, title in (("encoder", "source piece", "source piece", view.sentence),
                                     ("decoder", "target position", "target piece", view.translation),
                                     ("cross", "target position", "source piece",

@@ -34,7 +34,6 @@ from safetensors.torch import save as safetensors_bytes
 from aiayn import config as cfg
 from aiayn import files
 from aiayn.errors import AiaynError
-from aiayn.interop import marian
 from aiayn.model import Transformer
 from aiayn.tokenizer import Tokenizer, TokenizerError
 
@@ -109,16 +108,11 @@ def weights_bytes(model: Transformer) -> bytes:
 
 
 def load(path: str | Path, device: str | torch.device = "cpu", with_state: bool = True) -> Checkpoint:
-    """Read a checkpoint directory written by `save`, or a HuggingFace MarianMTModel directory."""
+    """Read a checkpoint directory written by `save` (other formats: `translation.load_model`)."""
     path = Path(path)
     meta_path = path / CONFIG_FILE
     if not meta_path.exists():
         raise CheckpointError(f"{path}: not a checkpoint directory (no {CONFIG_FILE})")
-    if marian.is_marian_dir(path):  # transformers is needed only here
-        model, tokenizer, languages = marian.load_marian(path)
-        data = cfg.DataConfig(src_lang=languages.get("source_lang", ""),
-                              tgt_lang=languages.get("target_lang", ""))
-        return Checkpoint(model.to(device), tokenizer, data, cfg.TrainConfig(), None, path)
     meta = _read_meta(meta_path)
     model = Transformer(cfg.build(cfg.ModelConfig, meta["model"], str(meta_path)))
     _load_weights(model, path / WEIGHTS_FILE, meta["model"], device)

@@ -1,9 +1,8 @@
 """Pictures of the model: attention weights, positional encodings, training curves.
 
-Attention weights come from `Transformer.attention_maps`: the weights the forward pass computed
-with, returned on request, never read from module state. A translation is first found by beam
-search, then run once more with teacher forcing to collect every layer's and head's weights;
-the cached step-by-step decoder computes the same weights (tests check cached = uncached).
+Attention weights come from the translation API (`Translator.translate(..., attention=True)`,
+which runs `Transformer.attention_maps`): the weights the forward pass computed with, returned on
+request, never read from module state.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from __future__ import annotations
 import html
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -21,46 +19,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from aiayn.config import DecodeConfig  # noqa: E402
-from aiayn.decoding.translator import translate  # noqa: E402
-from aiayn.model import Transformer  # noqa: E402
 from aiayn.model.positional import sinusoids  # noqa: E402
-from aiayn.tokenizer import Tokenizer  # noqa: E402
-
-
-@dataclass
-class AttentionView:
-    """One sentence's translation and the attention weights of every layer and head."""
-
-    sentence: str  # the source sentence
-    translation: str
-    source: list[str]  # source pieces, then </s>
-    target_in: list[str]  # <s>, then the translation's pieces: the decoder's positions
-    target_out: list[str]  # what each decoder position predicts: the pieces, then </s>
-    # Per layer: "encoder" (H, S, S), "decoder" (H, T, T), "cross" (H, T, S).
-    maps: dict[str, list[torch.Tensor]]
-
-    def labels(self, kind: str) -> tuple[list[str], list[str]]:
-        """(query labels, key labels) of one kind of attention."""
-        return {"encoder": (self.source, self.source), "decoder": (self.target_in, self.target_in),
-                "cross": (self.target_in, self.source)}[kind]
-
-
-@torch.no_grad()
-def attention_view(model: Transformer, tokenizer: Tokenizer, sentence: str,
-                   config: DecodeConfig | None = None) -> AttentionView:
-    best = translate(model, tokenizer, [sentence], config or DecodeConfig(), progress=False)[0][0]
-    c = model.config
-    src_ids = tokenizer.encode([sentence])[0] + [c.eos_id]
-    tgt_in = [c.bos_id] + best.tokens
-    device = next(model.parameters()).device
-    src, tgt = torch.tensor([src_ids], device=device), torch.tensor([tgt_in], device=device)
-    _, maps = model.attention_maps(src, tgt)
-    kinds = {"encoder": maps.encoder, "decoder": maps.decoder, "cross": maps.cross}
-    return AttentionView(sentence, best.text, tokenizer.pieces(src_ids), tokenizer.pieces(tgt_in),
-                         tokenizer.pieces(best.tokens + [c.eos_id]),
-                         {kind: [w[0].float().cpu() for w in weights] for kind, weights in kinds.items()})
-
+from aiayn.translation import AttentionView  # noqa: E402
 
 TITLES = {"encoder": "encoder self-attention", "decoder": "decoder masked self-attention",
           "cross": "encoder-decoder attention"}

@@ -136,7 +136,7 @@ def test_translate_int8_compiled_gives_the_float_translations_of_a_confident_mod
 @pytest.mark.parametrize("options, message", [
     (["--engine", "ctranslate2", "--int8"], "--int8 is for --engine pytorch"),
     (["--engine", "ctranslate2", "--dtype", "bfloat16"], "--dtype bfloat16 is for --engine pytorch"),
-    (["--compute-type", "int8"], "--compute-type int8 is for --engine ctranslate2"),
+    (["--engine", "pytorch", "--compute-type", "int8"], "--compute-type int8 is for --engine ctranslate2"),
     (["--engine", "ctranslate2", "--penalty-form", "gnmt"], "--penalty-form gnmt is for --engine pytorch"),
     (["--engine", "ctranslate2", "--compile", "--beam-size", "1"], "--compile is for --engine pytorch"),
 ])

@@ -62,13 +62,13 @@ def test_stdin_is_translated_and_written_batch_by_batch(trained_run, monkeypatch
 
 
 def test_a_line_break_in_a_translation_cannot_split_its_line():
-    from aiayn.cli.translate import write_translations
+    from aiayn.cli.translate import write_translation
     from aiayn.decoding.translator import Translation
 
     out = io.StringIO()
-    results = [[Translation("two\nlines\r", 0.0, 0.0, [])], [Translation("", 0.0, 0.0, [])]]
-    write_translations(out, 0, results, 1)
-    assert out.getvalue() == "two lines \n\n"
+    write_translation(out, 0, Translation("two\nlines\r", 0.0, 0.0, []), 1)
+    write_translation(out, 1, Translation("", 0.0, 0.0, [], [Translation("a\nb", -1.0, 0.0, [])]), 2)
+    assert out.getvalue() == "two lines \n1 |||  ||| 0.0000\n1 ||| a b ||| -1.0000\n"
 
 
 def test_stdin_is_decoded_like_a_file(trained_run, monkeypatch, capsys):

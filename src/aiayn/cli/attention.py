@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from aiayn import visualize
-from aiayn.cli.options import add_inference_options, load_for_inference
+from aiayn.cli.options import add_inference_options, translator_for
 from aiayn.config import ConfigError
 
 
@@ -25,10 +25,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.engine != "pytorch":
+    if args.engine == "ctranslate2":
         raise ConfigError("attention weights come from the PyTorch model: use --engine pytorch")
-    inference = load_for_inference(args)
-    view = visualize.attention_view(inference.model, inference.tokenizer, args.sentence, inference.decode)
+    view = translator_for(args).translate([args.sentence], attention=True)[0].attention
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(view.translation)

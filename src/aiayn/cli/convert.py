@@ -7,7 +7,8 @@ import argparse
 from aiayn import checkpoint
 from aiayn.cli.options import positive_int
 from aiayn.files import check_out
-from aiayn.interop import marian
+from aiayn.interop import ConversionError, marian
+from aiayn.translation import load_model
 
 
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
@@ -30,12 +31,16 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.direction == "from-marian":
-        ck = checkpoint.load(args.source, with_state=False)
-        out = checkpoint.save(args.out, ck.model, ck.tokenizer, ck.data, ck.train, force=args.force)
+        if not marian.is_marian_dir(args.source):
+            raise ConversionError(f"{args.source}: not a Marian directory (its config.json has no "
+                                  "model_type marian)")
+        loaded = load_model(args.source)
+        out = checkpoint.save(args.out, loaded.model, loaded.tokenizer, loaded.data, loaded.train,
+                              force=args.force)
     else:
         check_out(args.out, "Marian model", marian.is_marian_dir, args.force)  # before loading
-        ck = checkpoint.load(checkpoint.resolve(args.source), with_state=False)
-        out = marian.save_marian(ck.model, ck.tokenizer, args.out, ck.data.src_lang, ck.data.tgt_lang,
+        loaded = load_model(args.source)
+        out = marian.save_marian(loaded.model, loaded.tokenizer, args.out, loaded.src_lang, loaded.tgt_lang,
                                  args.max_positions, args.force)
     print(f"wrote {out}")
     return 0

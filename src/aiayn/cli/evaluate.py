@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from aiayn import evaluate
-from aiayn.cli.options import add_inference_options, load_for_inference
+from aiayn.cli.options import add_inference_options, translator_for
 from aiayn.data.corpora import DataError, load_corpus, read_lines
 from aiayn.files import check_writable
 
@@ -39,12 +39,12 @@ def run(args: argparse.Namespace) -> int:
         corpus = load_corpus(args.test, args.src_lang or "en", args.tgt_lang or "de")
         hypotheses, settings = read_lines(args.hypotheses), {"hypotheses": args.hypotheses}
     elif args.checkpoint:
-        inference = load_for_inference(args)
-        decode, where = inference.decode, inference.where
-        src_lang, tgt_lang = args.src_lang or inference.src_lang, args.tgt_lang or inference.tgt_lang
+        translator = translator_for(args)
+        decode, where = translator.defaults, translator.description
+        src_lang, tgt_lang = args.src_lang or translator.src_lang, args.tgt_lang or translator.tgt_lang
         corpus = load_corpus(args.test, src_lang, tgt_lang)
         start = time.perf_counter()
-        hypotheses = [nbest[0].text for nbest in inference.translate(corpus.source, decode)]
+        hypotheses = [t.text for t in translator.translate(corpus.source, progress=True)]
         seconds = time.perf_counter() - start
         settings = {"checkpoint": args.checkpoint, "languages": f"{src_lang}-{tgt_lang}", "device": where,
                     "seconds": round(seconds, 2), **vars(decode)}

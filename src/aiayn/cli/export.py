@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn import checkpoint
 from aiayn.cli.options import positive_int
 from aiayn.files import check_out
 from aiayn.interop.ctranslate2 import export, is_ctranslate2_dir
+from aiayn.translation import load_model
 
 
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
@@ -30,8 +30,8 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_out(args.out, "CTranslate2 model", is_ctranslate2_dir, args.force)  # before loading
-    ck = checkpoint.load(checkpoint.resolve(args.checkpoint), with_state=False)
-    out = export(ck.model, ck.tokenizer, args.out, args.quantization, args.max_positions,
-                 (ck.data.src_lang, ck.data.tgt_lang), args.force)
+    loaded = load_model(args.checkpoint)
+    out = export(loaded.model, loaded.tokenizer, args.out, args.quantization, args.max_positions,
+                 (loaded.src_lang, loaded.tgt_lang), args.force)
     print(f"wrote {out}")
     return 0

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from aiayn import checkpoint
 from aiayn import config as cfg
 from aiayn.cli.options import add_config_options, given
 from aiayn.model import Transformer, parameter_counts
+from aiayn.translation import load_model
 
 
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
@@ -23,9 +23,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.checkpoint:
-        path = checkpoint.resolve(args.checkpoint)
-        model = checkpoint.load(path, with_state=False).model
-        print(f"checkpoint: {path}")
+        loaded = load_model(args.checkpoint)
+        model = loaded.model
+        print(f"checkpoint: {loaded.path}")
     else:
         model = Transformer(cfg.model_config(args.preset, **given(args, cfg.ModelConfig)))
         print(f"preset: {args.preset}")

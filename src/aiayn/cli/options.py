@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from aiayn import config as cfg
@@ -94,12 +92,13 @@ def positive_int(text: str) -> int:
 def add_inference_options(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
     """Where a trained model runs, and how it searches; `exclude`: search options the command has no
     use for (they are then unknown options, not silently ignored)."""
-    parser.add_argument("--engine", choices=("pytorch", "ctranslate2"), default="pytorch",
+    parser.add_argument("--engine", choices=("pytorch", "ctranslate2"), default=None,
                         help="pytorch: an aiayn checkpoint (or Marian directory); ctranslate2: a directory "
-                             "from `aiayn export ctranslate2`, whose length penalty is the plain form. "
+                             "from `aiayn export ctranslate2`, whose length penalty is the plain form "
+                             "(default: ctranslate2 for such a directory, else pytorch). "
                              "CTranslate2's speed depends on its CPU settings: on some machines the "
                              "environment variable CT2_USE_MKL=0 (oneDNN) or --threads 1 (int8) is "
-                             "1.3-1.6x faster than its default (README, engines) (default: pytorch)")
+                             "1.3-1.6x faster than its default (README, engines)")
     parser.add_argument("--int8", action="store_true",
                         help="pytorch only, for CPUs: int8 weights in every linear map, activations "
                              "quantized at each matmul (PyTorch's dynamic quantization; with --compile, "
@@ -121,76 +120,11 @@ def add_inference_options(parser: argparse.ArgumentParser, exclude: tuple[str, .
     add_config_options(parser, cfg.DecodeConfig, "search (paper section 6.1)", exclude)
 
 
-@dataclass
-class Inference:
-    """A loaded model, ready to translate lines with a DecodeConfig."""
+def translator_for(args: argparse.Namespace):
+    """The Translator for `args.checkpoint` with the engine, device and search options of the flags."""
+    from aiayn.translation import load_translator
 
-    translate: Callable[[list[str], cfg.DecodeConfig], list]
-    decode: cfg.DecodeConfig
-    model: Any  # the PyTorch Transformer (None with CTranslate2)
-    tokenizer: Any
-    src_lang: str
-    tgt_lang: str
-    where: str  # device and threads, to print next to timings
-
-
-def load_for_inference(args: argparse.Namespace) -> Inference:
-    """The model that `args.checkpoint` names, on the engine and device asked for."""
-    import torch
-
-    from aiayn import checkpoint, inference
-    from aiayn.decoding.translator import translate
-    from aiayn.train.loop import resolve_device
-
-    _check_engine_options(args)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = resolve_device(args.device)
-    decode = cfg.build(cfg.DecodeConfig, given(args, cfg.DecodeConfig), "command line")
-    threads = torch.get_num_threads()
-    if args.engine == "ctranslate2":
-        from aiayn.interop.ctranslate2 import CTranslate2Translator
-
-        engine = CTranslate2Translator(args.checkpoint, device.type, threads, args.compute_type)
-        where = f"ctranslate2 {args.compute_type} on {device.type}, {threads} threads"
-        decode = dataclasses.replace(decode, penalty_form="plain")  # the only form CTranslate2 has
-        return Inference(engine.translate, decode, None, engine.tokenizer, *engine.languages, where)
-    ck = checkpoint.load(checkpoint.resolve(args.checkpoint), device, with_state=False)
-    ck.model.eval()
-    where = f"pytorch on {device}, {threads} threads" if device.type == "cpu" else f"pytorch on {device}"
-    dtype = getattr(torch, args.dtype)
-    if args.int8:
-        if device.type != "cpu":
-            raise cfg.ConfigError("--int8 is for CPUs: use --device cpu")
-        ck.model = inference.quantize_int8(ck.model, compiled=decode.compile)
-        where = where.replace("pytorch", "pytorch int8 compiled" if decode.compile else "pytorch int8")
-    elif decode.compile:  # TorchInductor packs the weights itself
-        ck.model = ck.model.to(dtype)
-        where = where.replace("pytorch", f"pytorch {args.dtype} compiled")
-    elif device.type == "cpu" and inference.packing_available(dtype):
-        ck.model = inference.pack_for_cpu(ck.model, dtype)  # same results, faster matmuls
-        where = where.replace("pytorch", f"pytorch {args.dtype} packed")
-    elif dtype != torch.float32:
-        ck.model = ck.model.to(dtype)
-        where = where.replace("pytorch", f"pytorch {args.dtype}")
-    return Inference(lambda lines, config: translate(ck.model, ck.tokenizer, lines, config),
-                     decode, ck.model, ck.tokenizer, ck.data.src_lang, ck.data.tgt_lang, where)
-
-
-def _check_engine_options(args: argparse.Namespace) -> None:
-    """Options of one engine given with the other are errors, not silently ignored."""
-    if args.engine == "ctranslate2":
-        for flag, given_ in (("--int8", args.int8), (f"--dtype {args.dtype}", args.dtype != "float32")):
-            if given_:
-                raise cfg.ConfigError(f"{flag} is for --engine pytorch; CTranslate2 takes --compute-type "
-                                      "(int8, bfloat16, ...)")
-        if getattr(args, "penalty_form", None) == "gnmt":
-            raise cfg.ConfigError("--penalty-form gnmt is for --engine pytorch; CTranslate2's length penalty "
-                                  "is the plain form")
-    elif args.compute_type != "default":
-        raise cfg.ConfigError(f"--compute-type {args.compute_type} is for --engine ctranslate2; "
-                              "PyTorch takes --int8 or --dtype")
-    if args.int8 and args.dtype != "float32":
-        raise cfg.ConfigError(f"--int8 and --dtype {args.dtype} are alternatives: choose one")
-    if args.engine == "ctranslate2" and getattr(args, "compile", False):
-        raise cfg.ConfigError("--compile is for --engine pytorch")
+    options = given(args, cfg.DecodeConfig)
+    return load_translator(args.checkpoint, engine=args.engine, device=args.device, dtype=args.dtype,
+                           int8=args.int8, compile=options.pop("compile", False), threads=args.threads,
+                           compute_type=args.compute_type, **options)

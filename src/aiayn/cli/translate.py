@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
-from aiayn.cli.options import add_inference_options, load_for_inference
+from aiayn.cli.options import add_inference_options, translator_for
 from aiayn.data.corpora import DataError, decode_lines, iter_lines
 from aiayn.files import check_writable
-
-CHUNK = 512  # lines translated (sorted by length into batches) before their translations are written
+from aiayn.translation import CHUNK, Translation
 
 
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
@@ -38,16 +36,14 @@ def run(args: argparse.Namespace) -> int:
         check_writable(Path(args.output))
         if args.input and Path(args.output).exists() and Path(args.output).samefile(args.input):
             raise DataError(f"{args.output}: --output is the --input file, which it would overwrite")
-    inference = load_for_inference(args)
+    translator = translator_for(args)
     lines, chunk = _lines(args)
+    nbest = translator.defaults.nbest
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     try:
-        first = 0
-        for batch in _chunks(lines, chunk):
-            results = inference.translate(batch, inference.decode)
-            write_translations(out, first, results, inference.decode.nbest)
+        for i, translation in enumerate(translator.translate_stream(lines, chunk=chunk, progress=True)):
+            write_translation(out, i, translation, nbest)
             out.flush()
-            first += len(batch)
     finally:
         if args.output:
             out.close()
@@ -64,20 +60,14 @@ def _lines(args: argparse.Namespace) -> tuple[Iterable[str], int]:
     return decode_lines(sys.stdin.buffer, "<stdin>"), 1 if sys.stdin.isatty() else CHUNK
 
 
-def _chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
-    iterator = iter(lines)
-    while chunk := list(itertools.islice(iterator, size)):
-        yield chunk
-
-
-def write_translations(out: TextIO, first: int, results: list, nbest: int) -> None:
-    """One line per translation (INDEX ||| TEXT ||| SCORE lines with nbest > 1). A line break that a
-    model spells out with byte pieces becomes a space, so lines stay aligned with the input."""
-    for i, hypotheses in enumerate(results, start=first):
-        if nbest == 1:
-            out.write(one_line(hypotheses[0].text) + "\n")
-        else:
-            out.writelines(f"{i} ||| {one_line(t.text)} ||| {t.score:.4f}\n" for t in hypotheses)
+def write_translation(out: TextIO, index: int, translation: Translation, nbest: int) -> None:
+    """One line (INDEX ||| TEXT ||| SCORE lines with nbest > 1). A line break that a model spells out
+    with byte pieces becomes a space, so lines stay aligned with the input."""
+    if nbest == 1:
+        out.write(one_line(translation.text) + "\n")
+    else:
+        out.writelines(f"{index} ||| {one_line(t.text)} ||| {t.score:.4f}\n"
+                       for t in [translation, *translation.alternatives])
 
 
 def one_line(text: str) -> str:

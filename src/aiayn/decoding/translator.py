@@ -8,7 +8,8 @@ others share its batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -28,6 +29,8 @@ class Translation:
     score: float  # what the search ranked by (see Hypothesis)
     log_prob: float
     tokens: list[int]
+    alternatives: list[Translation] = field(default_factory=list)  # the next best, with nbest > 1
+    attention: Any = None  # its attention weights (translation.AttentionView), when asked for
 
 
 def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,

@@ -1,0 +1,269 @@
+"""The public translation API: load any model aiayn reads, and translate text with it.
+
+    import aiayn
+
+    translator = aiayn.load_translator("runs/quickstart")
+    for translation in translator.translate(["A dog runs on the beach."], beam_size=4):
+        print(translation.text, translation.score)
+
+`load_translator` recognises what a path holds (an aiayn checkpoint or run directory, a
+HuggingFace Marian directory, or a CTranslate2 export), loads it on a device and chooses how it
+computes (`prepare`: dtype, int8, a compiled decoder step, and on a CPU weights packed for the
+matmul kernels). A `Translator` translates a list of sentences (`translate`) or a stream of lines
+of any length, holding only a chunk at a time (`translate_stream`); search options are the
+fields of `DecodeConfig`. The command line, the benchmarks and the server load models for
+translation only through this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aiayn import checkpoint
+from aiayn import config as cfg
+from aiayn.decoding.translator import Translation
+from aiayn.decoding.translator import translate as translate_batch
+from aiayn.interop import marian
+from aiayn.model import Transformer
+from aiayn.tokenizer import Tokenizer
+
+ENGINES = ("pytorch", "ctranslate2")
+DTYPES = ("float32", "bfloat16", "float16")
+CHUNK = 512  # lines that translate_stream sorts by length into batches and translates together
+
+__all__ = ["AttentionView", "LoadedModel", "Translation", "Translator", "load_model", "load_translator",
+           "prepare"]
+
+
+@dataclass
+class LoadedModel:
+    """A PyTorch model with its tokenizer and languages, from an aiayn checkpoint or a Marian directory."""
+
+    model: Transformer
+    tokenizer: Tokenizer
+    src_lang: str
+    tgt_lang: str
+    path: Path  # the checkpoint directory it came from (a run's newest checkpoint, say)
+    data: cfg.DataConfig  # how it was trained (defaults for a Marian model)
+    train: cfg.TrainConfig
+
+
+def model_format(path: str | Path) -> str:
+    """What `path` holds: "aiayn" (a checkpoint or a run directory), "marian" or "ctranslate2"."""
+    path = Path(path)
+    if (path / "model.bin").exists():
+        return "ctranslate2"
+    if marian.is_marian_dir(path):
+        return "marian"
+    if checkpoint.is_checkpoint(path) or checkpoint.step_checkpoints(path):
+        return "aiayn"
+    raise checkpoint.CheckpointError(
+        f"{path}: not a model aiayn can read (an aiayn checkpoint or run directory, a Marian "
+        "directory, or a CTranslate2 export)")
+
+
+def load_model(path: str | Path, device: str | torch.device = "cpu") -> LoadedModel:
+    """The PyTorch model at `path`: an aiayn checkpoint, a run directory (its newest checkpoint), or
+    a HuggingFace MarianMTModel directory (needs transformers)."""
+    kind = model_format(path)
+    if kind == "ctranslate2":
+        raise checkpoint.CheckpointError(f"{path}: a CTranslate2 export, which only CTranslate2 runs "
+                                         "(engine ctranslate2)")
+    if kind == "marian":
+        model, tokenizer, languages = marian.load_marian(path)
+        data = cfg.DataConfig(src_lang=languages.get("source_lang", ""),
+                              tgt_lang=languages.get("target_lang", ""))
+        return LoadedModel(model.to(device), tokenizer, data.src_lang, data.tgt_lang, Path(path), data,
+                           cfg.TrainConfig())
+    ck = checkpoint.load(checkpoint.resolve(path), device, with_state=False)
+    return LoadedModel(ck.model, ck.tokenizer, ck.data.src_lang, ck.data.tgt_lang, ck.path, ck.data, ck.train)
+
+
+def prepare(model: Transformer, device: torch.device, dtype: str = "float32", int8: bool = False,
+            compile: bool = False) -> tuple[Transformer, str]:
+    """The model to translate with, computing as asked, and a description of how. The one place that
+    chooses: int8 linear maps (CPU; for the compiled step or eager), a compiled decoder step (TorchInductor
+    packs the weights itself), weights packed once for the CPU's matmul kernels (same results,
+    faster), or a plain cast. `model` (on `device`, in eval mode) may be changed or copied."""
+    from aiayn import inference
+
+    torch_dtype = getattr(torch, dtype)
+    if int8:
+        if device.type != "cpu":
+            raise cfg.ConfigError("int8 is for CPUs: use device cpu")
+        return inference.quantize_int8(model, compiled=compile), "int8 compiled" if compile else "int8"
+    if compile:
+        return model.to(torch_dtype), f"{dtype} compiled"
+    if device.type == "cpu" and inference.packing_available(torch_dtype):
+        return inference.pack_for_cpu(model, torch_dtype), f"{dtype} packed"
+    return model.to(torch_dtype), dtype
+
+
+def load_translator(path: str | Path, *, engine: str | None = None, device: str = "auto",
+                    dtype: str = "float32", int8: bool = False, compile: bool = False,
+                    threads: int | None = None, compute_type: str = "default",
+                    **options: Any) -> Translator:
+    """A Translator for the model at `path` (see `model_format`).
+
+    engine: "pytorch" or "ctranslate2" (default: ctranslate2 for a CTranslate2 export, else pytorch).
+    device: auto (CUDA when present), cpu, cuda or cuda:N. threads: CPU threads (process-wide).
+    PyTorch only: dtype (float32, bfloat16, float16), int8 (CPU), compile (a compiled decoder step).
+    CTranslate2 only: compute_type (default, float32, int8, ...).
+    options: search defaults, the fields of DecodeConfig (beam_size, nbest, length_penalty, ...).
+    """
+    from aiayn.train.loop import resolve_device
+
+    _check_engine_options(engine, dtype, int8, compile, compute_type, options)  # before reading anything
+    engine = _engine_for(path, model_format(path), engine, compute_type)
+    if engine == "ctranslate2":
+        _check_engine_options(engine, dtype, int8, compile, compute_type, options)
+    if threads:
+        torch.set_num_threads(threads)
+    device_ = resolve_device(device)
+    threads_ = torch.get_num_threads()
+    on = f"on {device_}, {threads_} threads" if device_.type == "cpu" else f"on {device_}"
+    if engine == "ctranslate2":
+        from aiayn.interop.ctranslate2 import CTranslate2Translator
+
+        ct2 = CTranslate2Translator(path, device_.type, threads_, compute_type)
+        defaults = cfg.build(cfg.DecodeConfig, {"penalty_form": "plain", **options}, "translator options")
+        return Translator(lambda lines, config, progress: ct2.translate(lines, config), defaults, None,
+                          ct2.tokenizer, *ct2.languages, f"ctranslate2 {compute_type} {on}")
+    loaded = load_model(path, device_)
+    model, how = prepare(loaded.model.eval(), device_, dtype, int8, compile)
+    defaults = cfg.build(cfg.DecodeConfig, {"compile": compile, **options}, "translator options")
+
+    def run(lines: list[str], config: cfg.DecodeConfig, progress: bool) -> list[list[Translation]]:
+        return translate_batch(model, loaded.tokenizer, lines, config, progress)
+
+    return Translator(run, defaults, model, loaded.tokenizer, loaded.src_lang, loaded.tgt_lang,
+                      f"pytorch {how} {on}")
+
+
+def _check_engine_options(engine: str | None, dtype: str, int8: bool, compile: bool, compute_type: str,
+                          options: dict[str, Any]) -> None:
+    """Options of one engine given with the other are errors, not silently ignored."""
+    if engine not in (None, *ENGINES):
+        raise cfg.ConfigError(f"engine={engine!r} is not one of {', '.join(ENGINES)}")
+    if dtype not in DTYPES:
+        raise cfg.ConfigError(f"dtype={dtype!r} is not one of {', '.join(DTYPES)}")
+    if int8 and dtype != "float32":
+        raise cfg.ConfigError(f"--int8 and --dtype {dtype} are alternatives: choose one")
+    if engine == "ctranslate2":
+        pytorch_only = (("--int8", int8), (f"--dtype {dtype}", dtype != "float32"), ("--compile", compile))
+        for flag, given in pytorch_only:
+            if given:
+                raise cfg.ConfigError(f"{flag} is for --engine pytorch; CTranslate2 takes --compute-type "
+                                      "(int8, bfloat16, ...)")
+        if options.get("penalty_form") == "gnmt":
+            raise cfg.ConfigError("--penalty-form gnmt is for --engine pytorch; CTranslate2's length "
+                                  "penalty is the plain form")
+    elif engine == "pytorch" and compute_type != "default":
+        raise cfg.ConfigError(f"--compute-type {compute_type} is for --engine ctranslate2; PyTorch takes "
+                              "--int8 or --dtype")
+
+
+def _engine_for(path: str | Path, kind: str, engine: str | None, compute_type: str) -> str:
+    """The engine for a model of format `kind`: the one asked for, if it can run it."""
+    if engine == "ctranslate2" and kind != "ctranslate2":
+        raise cfg.ConfigError(f"{path} is not a CTranslate2 export (no model.bin): make one with "
+                              "`aiayn export ctranslate2`")
+    if engine == "pytorch" and kind == "ctranslate2":
+        raise cfg.ConfigError(f"{path} is a CTranslate2 export: translate it with --engine ctranslate2")
+    engine = engine or ("ctranslate2" if kind == "ctranslate2" else "pytorch")
+    if engine == "pytorch" and compute_type != "default":
+        raise cfg.ConfigError(f"--compute-type {compute_type} is for CTranslate2 exports; PyTorch takes "
+                              "--int8 or --dtype")
+    return engine
+
+
+Engine = Callable[[list[str], cfg.DecodeConfig, bool], list[list[Translation]]]
+
+
+class Translator:
+    """A loaded model, ready to translate. Made by `load_translator`.
+
+    `translate` returns one Translation per sentence, best first: its text, tokens and scores, the
+    other hypotheses of an n-best list (`alternatives`), and, on request, its attention weights.
+    Empty sentences translate to empty translations. Keyword options override the search defaults
+    for one call: beam_size, nbest, length_penalty, penalty_form, max_output_extra, max_output_len,
+    temperature, top_k, batch_size, batch_by, seed (see DecodeConfig).
+    """
+
+    def __init__(self, engine: Engine, defaults: cfg.DecodeConfig, model: Transformer | None,
+                 tokenizer: Tokenizer, src_lang: str, tgt_lang: str, description: str) -> None:
+        self._engine, self.defaults, self.model, self.tokenizer = engine, defaults, model, tokenizer
+        self.src_lang, self.tgt_lang, self.description = src_lang, tgt_lang, description
+
+    def config(self, **options: Any) -> cfg.DecodeConfig:
+        """The search settings of a call: the defaults with `options` on top, checked."""
+        return cfg.build(cfg.DecodeConfig, {**dataclasses.asdict(self.defaults), **options},
+                         "translate options")
+
+    def translate(self, texts: Sequence[str], *, attention: bool = False, progress: bool = False,
+                  **options: Any) -> list[Translation]:
+        """The best translation of each text, in order (`attention`: with its attention weights)."""
+        if isinstance(texts, str):
+            raise TypeError("translate takes a list of sentences; wrap one sentence in a list")
+        if attention and self.model is None:
+            raise cfg.ConfigError("attention weights come from the PyTorch model: use engine pytorch")
+        results = []
+        for text, (best, *others) in zip(texts, self._engine(list(texts), self.config(**options), progress),
+                                         strict=True):
+            best.alternatives = others
+            if attention:
+                best.attention = attention_view(self.model, self.tokenizer, text, best)
+            results.append(best)
+        return results
+
+    def translate_stream(self, lines: Iterable[str], *, chunk: int = CHUNK, progress: bool = False,
+                         **options: Any) -> Iterator[Translation]:
+        """The translation of each line as it comes, holding `chunk` lines at a time (sorted by length
+        into batches within a chunk), so a file or a pipe of any length translates in bounded memory."""
+        options = dataclasses.asdict(self.config(**options))  # checked before the first line is read
+        iterator = iter(lines)
+        while batch := list(itertools.islice(iterator, chunk)):
+            yield from self.translate(batch, progress=progress, **options)
+
+
+@dataclass
+class AttentionView:
+    """One sentence's translation and the attention weights of every layer and head."""
+
+    sentence: str  # the source sentence
+    translation: str
+    source: list[str]  # source pieces, then </s>
+    target_in: list[str]  # <s>, then the translation's pieces: the decoder's positions
+    target_out: list[str]  # what each decoder position predicts: the pieces, then </s>
+    # Per layer: "encoder" (H, S, S), "decoder" (H, T, T), "cross" (H, T, S).
+    maps: dict[str, list[torch.Tensor]]
+
+    def labels(self, kind: str) -> tuple[list[str], list[str]]:
+        """(query labels, key labels) of one kind of attention."""
+        return {"encoder": (self.source, self.source), "decoder": (self.target_in, self.target_in),
+                "cross": (self.target_in, self.source)}[kind]
+
+
+@torch.no_grad()
+def attention_view(model: Transformer, tokenizer: Tokenizer, sentence: str, translation: Translation
+                   ) -> AttentionView:
+    """Every layer's and head's attention weights for `translation` of `sentence`: the translation run
+    once more through the model with teacher forcing (`Transformer.attention_maps`; the cached
+    step-by-step decoder computes the same weights)."""
+    c = model.config
+    src_ids = tokenizer.encode([sentence])[0] + [c.eos_id]
+    tgt_in = [c.bos_id] + translation.tokens
+    device = next(model.parameters()).device
+    src, tgt = torch.tensor([src_ids], device=device), torch.tensor([tgt_in], device=device)
+    _, maps = model.attention_maps(src, tgt)
+    kinds = {"encoder": maps.encoder, "decoder": maps.decoder, "cross": maps.cross}
+    return AttentionView(sentence, translation.text, tokenizer.pieces(src_ids), tokenizer.pieces(tgt_in),
+                         tokenizer.pieces(translation.tokens + [c.eos_id]),
+                         {kind: [w[0].float().cpu() for w in weights] for kind, weights in kinds.items()})

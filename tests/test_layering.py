@@ -1,0 +1,58 @@
+"""The layers of the code, as docs/architecture.md states them, read from the imports."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "aiayn"
+
+
+def imports(path: Path) -> set[str]:
+    """The aiayn modules a file imports (at any depth of the file, lazily or not)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("aiayn")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("aiayn"):
+            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+def layer(module: str) -> str:
+    """The top-level part of aiayn a module belongs to: `aiayn.model.cache` -> "model"."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+# Which parts of aiayn each part may import; a part always imports from itself.
+ALLOWED = {
+    "model": {"config", "errors"},
+    "decoding": {"config", "errors", "model", "data", "tokenizer"},
+    "checkpoint": {"config", "errors", "files", "model", "tokenizer"},
+    "data": {"config", "errors", "tokenizer"},
+    "tokenizer": {"errors"},
+    "config": {"errors"},
+    "files": {"errors"},
+}
+NOBODY_IMPORTS = {"cli"}
+
+
+def sources() -> list[Path]:
+    return sorted(SRC.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", sources(), ids=lambda p: str(p.relative_to(SRC)))
+def test_each_module_imports_only_the_layers_below_it(path):
+    part = path.relative_to(SRC).parts[0].removesuffix(".py")
+    imported = {layer(m) for m in imports(path)} - {part, ""}
+    if part in ALLOWED:
+        assert imported <= ALLOWED[part], f"{part} imports {sorted(imported - ALLOWED[part])}"
+    if part not in ("cli", "__main__"):
+        assert not imported & NOBODY_IMPORTS, f"{path} imports the command line"
+
+
+def test_the_rule_fails_when_the_model_imports_decoding(tmp_path):
+    bad = tmp_path / "transformer.py"
+    bad.write_text("from aiayn.decoding.beam import beam_search\n")
+    assert {layer(m) for m in imports(bad)} - {"model"} - ALLOWED["model"] == {"decoding"}
