@@ -42,3 +42,21 @@ def test_the_scripts_tell_the_user_how_to_reach_the_data_from_their_shell():
     for script in ("quickstart.sh", "multi30k.sh"):
         text = (ROOT / "scripts" / script).read_text()
         assert 'echo "  export AIAYN_DATA_DIR=$AIAYN_DATA_DIR' in text and ". .venv/bin/activate" in text
+
+
+def test_the_readme_python_example_runs(trained_run, tmp_path, monkeypatch, capsys):
+    """The README's Python API section, run as written on a trained model at runs/quickstart."""
+    code = re.search(r"## Python API\n\n```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)[1]
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "quickstart").symlink_to(trained_run)
+    (tmp_path / "runs" / "test.en").write_text("a b c\nd e f\n")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 2 + 1 + 1 + 2  # two translations, the n-best list, the attention, the stream
+
+
+def test_the_readme_is_a_guide_not_a_diary():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.encode()) <= 15_500
+    assert not re.search(r"\bat [0-9a-f]{7}\b|commit [0-9a-f]{7}", text)  # no commit hashes
