@@ -53,6 +53,8 @@ from aiayn.config import model_config
 from aiayn.data.batching import pad
 from aiayn.data.corpora import load_corpus
 from aiayn.decoding import beam_search, greedy_search, max_output_lengths
+from aiayn.decoding.compiled import CompiledStep
+from aiayn.decoding.steps import Step
 from aiayn.model import Transformer
 from aiayn.translation import prepare
 
@@ -88,14 +90,13 @@ def systems(model: Transformer, new_tokens: int, beam: int, huggingface: bool,
     ours = [(name, prepare(copy.deepcopy(model).to(device).eval(), device, dtype, int8, compiled)[0])
             for name, dtype, int8, compiled in variants]
     for name, m in ours:
-        compiled = name.endswith("compiled")
+        step = CompiledStep if name.endswith("compiled") else Step  # made per search, as translate does
         if beam == 1:
-            run[name] = lambda src, m=m, compiled=compiled: greedy_search(
-                m, src, max_output_lengths(src, c.pad_id, fixed=new_tokens), compiled=compiled)
+            run[name] = lambda src, m=m, step=step: greedy_search(
+                m, src, max_output_lengths(src, c.pad_id, fixed=new_tokens), step=step(m))
         else:
-            run[name] = lambda src, m=m, compiled=compiled: beam_search(
-                m, src, beam, 1, 0.6, "plain", max_output_lengths(src, c.pad_id, fixed=cap),
-                compiled=compiled)
+            run[name] = lambda src, m=m, step=step: beam_search(
+                m, src, beam, 1, 0.6, "plain", max_output_lengths(src, c.pad_id, fixed=cap), step=step(m))
     if huggingface:
         from aiayn.interop.marian import to_marian
 

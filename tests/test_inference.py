@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from aiayn.decoding import beam_search, greedy_search
+from aiayn.decoding.compiled import CompiledStep
 from aiayn.inference import (
     PACK_AFTER,
     Int8Linear,
@@ -112,9 +113,9 @@ def test_int8_model_compiled_for_searches_translates_like_the_float_model(revers
     eager = [h.tokens for h in greedy_search(int8, src)]  # oneDNN int8 matmuls called directly
     assert sum(a == b.tokens for a, b in zip(eager, greedy_search(model, src), strict=True)) >= 90
     src = src[:16]  # compiled: a graph per row count, as sentences finish
-    compiled = greedy_search(int8, src, compiled=True)
+    compiled = greedy_search(int8, src, step=CompiledStep(int8))
     assert sum(a.tokens == b for a, b in zip(compiled, eager[:16], strict=True)) >= 15
-    pairs = zip(beam_search(int8, src, 3, compiled=True), beam_search(model, src, 3), strict=True)
+    pairs = zip(beam_search(int8, src, 3, step=CompiledStep(int8)), beam_search(model, src, 3), strict=True)
     assert sum(a[0].tokens == b[0].tokens for a, b in pairs) >= 14
     assert isinstance(int8.decoder.layers[0].feed_forward.w1, Int8Linear)
     assert isinstance(int8.output_proj, OneDNNInt8Linear)

@@ -196,9 +196,9 @@ class DecodeConfig:
     seed: int = _opt(1, "seed for sampling")
     compile: bool = _opt(
         False, "run each decoder step compiled by TorchInductor: the first batch of each power-of-two "
-               "size compiles for seconds; then the small preset decoded 1.2-1.3x faster on a 2-core "
-               "CPU, with the same translations up to float rounding; with --int8, on int8 matmuls "
-               "(greedy 1.3x, beam 4 1.6x the compiled float32 step on a CPU with AMX)")
+               "size compiles for seconds, then decoding is faster (benchmarks/RESULTS.md), with the "
+               "same translations up to float rounding; with --int8, on int8 matmuls (fastest on CPUs "
+               "with AMX or VNNI units)")
 
     def __post_init__(self) -> None:
         _check_fields(self)

@@ -15,8 +15,7 @@ copies translate only (they are not trained or saved):
   speeds up, so a linear map packs for a row count once it has seen it in `PACK_AFTER` calls
   running (the steps of a decoding loop: B or B x beam rows, until sentences finish) and computes
   plainly otherwise (the encoder, whose rows are a batch's tokens); bfloat16 uses oneDNN, whose
-  packing serves any row count. Decoding steps of the small preset at 32 rows: float32 matmuls
-  1.2-1.5x faster, bfloat16 ones 1.5-2x.
+  packing serves any row count. The gains are in benchmarks/RESULTS.md.
 
 Shapes: N rows (all leading dimensions together), I in features, O out features.
 """
@@ -73,9 +72,9 @@ class Int8Linear(_Int8Weight):
 
     The same operations eagerly and in a compiled graph, where Inductor fuses the quantization of
     x into the operation before it and the scaling into the one after. At the row counts of
-    decoding steps, `_int_mm` costs a few microseconds a call where oneDNN's int8 linear operation
-    (`OneDNNInt8Linear`) costs about 25 (small preset, 32 rows: W 256 x 256 7 against 27 us); on
-    wide weights such as the output layer's, the latter is faster.
+    decoding steps, `_int_mm` costs less a call than oneDNN's int8 linear operation
+    (`OneDNNInt8Linear`), whose fixed cost dominates small maps; on wide weights such as the
+    output layer's, the latter is faster (benchmarks/RESULTS.md).
     """
 
     def forward(self, x: Tensor) -> Tensor:
@@ -243,8 +242,8 @@ def _with_linear_maps(model: Transformer, make_linear: MakeLinear, dtype: torch.
 def quantize_int8(model: Transformer, compiled: bool = False) -> Transformer:
     """A copy of `model` for CPU translation with int8 weights in every linear map: PyTorch's dynamic
     quantization, or, `compiled`, for searches with the compiled decoder step, `Int8Linear` maps and
-    an output layer that TorchInductor turns into oneDNN's int8 linear operation (`OneDNNInt8Linear`):
-    on the small preset's 256 x 8000 output layer, the faster of the two (32 rows: 78 against 95 us).
+    an output layer that TorchInductor turns into oneDNN's int8 linear operation (`OneDNNInt8Linear`),
+    the faster of the two on a vocabulary-wide layer.
     """
     if compiled:
         if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.onednn, "qlinear_pointwise")):

@@ -1,9 +1,12 @@
+import copy
+
 import pytest
 import torch
 from torch._dynamo.utils import counters
 
 from aiayn.decoding import beam_search, greedy_search
-from aiayn.decoding.steps import row_bucket, rows_to_keep
+from aiayn.decoding.compiled import CompiledStep, TracedCache, row_bucket
+from aiayn.decoding.steps import Step
 from tests.conftest import random_ids, tiny_model
 
 
@@ -13,14 +16,14 @@ def graphs_compiled() -> int:
 
 def assert_same_greedy(model, src, limits):
     eager = greedy_search(model, src, limits)
-    compiled = greedy_search(model, src, limits, compiled=True)
+    compiled = greedy_search(model, src, limits, step=CompiledStep(model))
     assert [h.tokens for h in compiled] == [h.tokens for h in eager]
     assert [h.log_prob for h in compiled] == pytest.approx([h.log_prob for h in eager], abs=1e-4)
 
 
 def assert_same_beam(model, src, limits):
     eager = beam_search(model, src, 3, 3, max_lengths=limits)
-    compiled = beam_search(model, src, 3, 3, max_lengths=limits, compiled=True)
+    compiled = beam_search(model, src, 3, 3, max_lengths=limits, step=CompiledStep(model))
     assert [[h.tokens for h in hyps] for hyps in compiled] == [[h.tokens for h in hyps] for hyps in eager]
     assert [h.score for hyps in compiled for h in hyps] == \
         pytest.approx([h.score for hyps in eager for h in hyps], abs=1e-4)
@@ -63,19 +66,45 @@ def test_changed_weights_are_compiled_anew():
     the new ones."""
     model = tiny_model()
     src, limits = random_ids(2, 5, seed=2), torch.tensor([6, 6])
-    first = greedy_search(model, src, limits, compiled=True)
+    first = greedy_search(model, src, limits, step=CompiledStep(model))
     with torch.no_grad():
         model.decoder.layers[0].feed_forward.w1.weight.mul_(3.0)
         model.tgt_embed.weight[7] += 1.0
     assert_same_greedy(model, src, limits)
-    assert [h.log_prob for h in greedy_search(model, src, limits, compiled=True)] != \
+    assert [h.log_prob for h in greedy_search(model, src, limits, step=CompiledStep(model))] != \
         pytest.approx([h.log_prob for h in first], abs=1e-4)
 
 
 def test_rows_leave_at_power_of_two_counts_of_8_or_more_when_compiled():
+    compiled, eager = CompiledStep(tiny_model()), Step(tiny_model())
     done = torch.tensor([True, False, True, False, False, True, True, True] * 2)
-    assert rows_to_keep(done, compiled=True).tolist() == [1, 3, 4, 9, 11, 12, 0, 2]  # unfinished first
-    assert rows_to_keep(~done, compiled=True) is None  # 10 unfinished still need 16 rows: all stay
-    assert rows_to_keep(done[:8], compiled=True) is None  # never fewer than 8 rows
-    assert rows_to_keep(done, compiled=False).tolist() == [1, 3, 4, 9, 11, 12]
+    assert compiled.rows_to_keep(done).tolist() == [1, 3, 4, 9, 11, 12, 0, 2]  # unfinished first
+    assert compiled.rows_to_keep(~done) is None  # 10 unfinished still need 16 rows: all stay
+    assert compiled.rows_to_keep(done[:8]) is None  # never fewer than 8 rows
+    assert eager.rows_to_keep(done).tolist() == [1, 3, 4, 9, 11, 12]
     assert [row_bucket(n) for n in (1, 2, 3, 5, 8, 9, 32, 33)] == [8, 8, 8, 8, 8, 16, 32, 64]
+
+
+def test_traced_ancestors_name_the_histories_that_reordering_would_move():
+    """With `trace_ancestors`, reorder and select leave keys and values where they are; reading each
+    row's positions from the rows the table names gives what the copying cache holds."""
+    model = tiny_model()
+    src, tgt = random_ids(3, 5), random_ids(6, 3, seed=1)
+    with torch.no_grad():  # a cache of tensors outside autograd, as the searches make, can be copied
+        copying = model.init_cache(model.encode(src), capacity=8, rows_per_sentence=2)
+        for i in range(3):
+            model.decode(tgt[:, i:i + 1], None, src, copying)
+    kept = copy.deepcopy(copying)
+    traced = TracedCache(kept.self_attn, kept.cross_attn, kept.rows_per_sentence)
+    traced.trace_ancestors()  # no reordering yet: the table names every row's own positions
+    for rows in (torch.tensor([1, 1, 2, 2, 5, 4]), torch.tensor([0, 0, 3, 2, 4, 4])):
+        copying.reorder(rows)
+        traced.reorder(rows)
+    copying.select(torch.tensor([2, 1]))  # sentences 2 and 1 stay, in that order
+    traced.select(torch.tensor([2, 1]))
+    n = traced.length
+    where = traced.ancestors[:, :n], torch.arange(n)  # (4, n), (n,)
+    assert traced.ancestors.tolist() != [[row] * 8 for row in range(4)]  # some history lies elsewhere
+    for mine, reference in zip(traced.self_attn, copying.self_attn, strict=True):
+        assert torch.equal(mine.k[where].transpose(1, 2), reference.filled()[0])
+        assert torch.equal(mine.v[where].transpose(1, 2), reference.filled()[1])

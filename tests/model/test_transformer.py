@@ -1,4 +1,3 @@
-import copy
 
 import pytest
 import torch
@@ -91,32 +90,6 @@ def test_reordering_the_cache_gives_each_row_the_history_of_the_row_it_continues
         assert torch.equal(kv.filled()[0], k[rows]) and torch.equal(kv.filled()[1], v[rows])
     cache.reorder(torch.arange(4))  # nothing moves
     assert torch.equal(cache.self_attn[0].filled()[0], before[0][0][rows])
-
-
-def test_traced_ancestors_name_the_histories_that_reordering_would_move():
-    """With `trace_ancestors`, reorder and select leave keys and values where they are; reading each
-    row's positions from the rows the table names gives what the copying cache holds."""
-    model = tiny_model()
-    src, tgt = random_ids(3, 5), random_ids(6, 3, seed=1)
-    with torch.no_grad():  # a cache of tensors outside autograd, as the searches make, can be copied
-        copying = model.init_cache(model.encode(src), capacity=8, rows_per_sentence=2)
-        for i in range(3):
-            model.decode(tgt[:, i:i + 1], None, src, copying)
-    traced = copy.deepcopy(copying)
-    traced.trace_ancestors()  # no reordering yet: the table names every row's own positions
-    for rows in (torch.tensor([1, 1, 2, 2, 5, 4]), torch.tensor([0, 0, 3, 2, 4, 4])):
-        copying.reorder(rows)
-        traced.reorder(rows)
-    copying.select(torch.tensor([2, 1]))  # sentences 2 and 1 stay, in that order
-    traced.select(torch.tensor([2, 1]))
-    n = traced.length
-    where = traced.ancestors[:, :n], torch.arange(n)  # (4, n), (n,)
-    assert traced.ancestors.tolist() != [[row] * 8 for row in range(4)]  # some history lies elsewhere
-    for mine, reference in zip(traced.self_attn, copying.self_attn, strict=True):
-        assert torch.equal(mine.k[where].transpose(1, 2), reference.filled()[0])
-        assert torch.equal(mine.v[where].transpose(1, 2), reference.filled()[1])
-    with pytest.raises(ValueError, match="only the compiled decoder step"):  # the eager step would
-        model.decode(tgt[:4, :1], None, src[1:], traced)  # read each row's own buffers
 
 
 def test_fanning_out_a_cache_equals_decoding_every_row_from_the_start():

@@ -15,8 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from aiayn.decoding.compiled import compiled_log_probs, top_up
-from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_log_probs, rows_to_keep
+from aiayn.decoding.steps import Hypothesis, Step, max_output_lengths, output_tokens
 from aiayn.model import Transformer
 
 NEG_INF = float("-inf")
@@ -54,7 +53,7 @@ def top_k(x: Tensor, k: int, chunk: int = 100) -> tuple[Tensor, Tensor]:
     The k largest values of a row lie in the k chunks with the largest maxima, plus the tail that
     fills no whole chunk: each of those k chunks holds a value >= the k-th largest chunk maximum,
     and no other chunk does better. So topk runs over k chunks, not the whole row (for beam 4 and
-    8,000 tokens: 800 values instead of 32,000, about 2.5x faster in all).
+    8,000 tokens: 800 values instead of 32,000).
     """
     b, n = x.shape
     whole = n - n % chunk
@@ -73,15 +72,13 @@ def top_k(x: Tensor, k: int, chunk: int = 100) -> tuple[Tensor, Tensor]:
 @torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int = 1, alpha: float = 0.6,
                 penalty: str = "gnmt", max_lengths: Tensor | None = None,
-                compiled: bool = False) -> list[list[Hypothesis]]:
+                step: Step | None = None) -> list[list[Hypothesis]]:
     """The `nbest` best hypotheses (best first) for each of the B sentences of `src` (B, S).
 
-    `compiled`: the decoder steps run compiled by TorchInductor (compiled.py), for power-of-two
-    sentence counts (the batch is topped up with copies of its first sentence, finished from the
-    start)."""
+    `step`: how the decoder steps run (default: the model's own; `compiled.CompiledStep`)."""
     if not 1 <= nbest <= beam_size:
         raise ValueError(f"nbest={nbest} must be between 1 and the beam size {beam_size}")
-    c, k, n = model.config, beam_size, src.size(0)
+    c, k, n, step = model.config, beam_size, src.size(0), step or Step(model)
     max_lengths = max_output_lengths(src, c.pad_id) if max_lengths is None else max_lengths
     width = int(max_lengths.max()) + 2  # bos, at most max_lengths tokens, eos
     device = src.device
@@ -90,10 +87,7 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
 
     # The encoder and the cross-attention keys and values: once per sentence, shared by its K beams.
     # The K beams start equal (bos), so the first step runs one row per sentence, then fans out.
-    cache = model.init_cache(model.encode(src), capacity=width if compiled else min(width, 256))
-    if compiled:
-        src, max_lengths = top_up(src, max_lengths, cache)
-    step_log_probs = compiled_log_probs(model) if compiled else next_log_probs
+    src, max_lengths, cache = step.start(src, max_lengths, capacity=width)
     b = src.size(0)
     active = torch.arange(b, device=device)  # sentences still searching
     scores = torch.full((b, k), NEG_INF, device=device)
@@ -101,13 +95,13 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
     tokens = torch.full((b, k, 1), c.bos_id, dtype=torch.long, device=device)  # live, (B, K, L)
     final = Finished(b, k, width, c.pad_id, device)
 
-    for step in range(width - 1):
-        b, rows_now = len(active), 1 if step == 0 else k  # decoder rows per sentence this step
-        log_probs = step_log_probs(model, tokens[:, :rows_now, -1].reshape(b * rows_now), src, cache)
+    for position in range(width - 1):
+        b, rows_now = len(active), 1 if position == 0 else k  # decoder rows per sentence this step
+        log_probs = step.log_probs(tokens[:, :rows_now, -1].reshape(b * rows_now), src, cache)
         # Score so far + log-probability of each next token, (B, K, V): in place after the first step.
         log_probs = log_probs.view(b, rows_now, -1)
         totals = log_probs.add_(scores[:, :, None]) if rows_now == k else log_probs + scores[:, :, None]
-        at_limit = step >= max_lengths[active]  # (B,): max_lengths tokens made, eos must follow
+        at_limit = position >= max_lengths[active]  # (B,): max_lengths tokens made, eos must follow
         if at_limit.any():
             totals[at_limit] += only_eos
         cand_scores, cand_beams, cand_tokens = beam_step(totals)  # (B, 2K)
@@ -115,7 +109,7 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
         # Candidates ending in eos among the first K ranks are finished.
         parents = tokens.gather(1, cand_beams[:, :k, None].expand(-1, -1, tokens.size(2)))  # (B, K, L)
         ended = (cand_tokens[:, :k] == c.eos_id) & (cand_scores[:, :k] > NEG_INF)
-        final.add(active, parents, cand_scores[:, :k], ended, length_penalty(step + 1, alpha, penalty),
+        final.add(active, parents, cand_scores[:, :k], ended, length_penalty(position + 1, alpha, penalty),
                   c.eos_id)
 
         # The best K candidates that do not end stay live.
@@ -125,17 +119,15 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
         beams = cand_beams.gather(1, keep)  # (B, K)
         tokens = torch.cat([tokens.gather(1, beams[:, :, None].expand(-1, -1, tokens.size(2))),
                             cand_tokens.gather(1, keep)[:, :, None]], dim=2)  # (B, K, L+1)
-        if step == 0:
-            cache.fan_out(k)  # every beam continues bos: each starts as a copy of its sentence's row
-            if compiled:  # the compiled step reads histories where they lie: beams move none
-                cache.trace_ancestors()
+        if position == 0:
+            step.fan_out(cache, k)  # every beam continues bos: each starts as a copy of its sentence's row
         else:
             cache.reorder((torch.arange(b, device=device)[:, None] * k + beams).flatten())  # (B*K,)
 
         done = final.full(active) | at_limit  # (B,)
         if done.all():
             break
-        keep = rows_to_keep(done, compiled)  # (B',) or None: finished sentences leave the batch
+        keep = step.rows_to_keep(done)  # (B',) or None: finished sentences leave the batch
         if keep is not None:
             active, scores, tokens, done = active[keep], scores[keep], tokens[keep], done[keep]
             src = src.index_select(0, keep)
@@ -178,13 +170,8 @@ class Finished:
         results = []
         for scores, log_probs, tokens in zip(self.scores.tolist(), self.log_probs.tolist(),
                                              self.tokens.tolist(), strict=True):
-            results.append([Hypothesis(_strip(row, eos_id, pad_id), s, lp)
+            results.append([Hypothesis(output_tokens(row[1:], eos_id, pad_id), s, lp)  # row[0]: bos
                             for s, lp, row in zip(scores[:nbest], log_probs[:nbest], tokens, strict=False)
                             if s > NEG_INF])
         return results
 
-
-def _strip(row: list[int], eos_id: int, pad_id: int) -> list[int]:
-    """Drop bos (the first position) and everything from eos on."""
-    row = row[1:]
-    return row[: row.index(eos_id)] if eos_id in row else [t for t in row if t != pad_id]

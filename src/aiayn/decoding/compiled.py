@@ -1,18 +1,16 @@
-"""A compiled decoder step for greedy decoding, sampling and beam search (opt-in: `--compile`).
+"""A compiled decoder step for greedy decoding, sampling and beam search (opt-in: `--compile`):
+`CompiledStep`, which the searches take in place of the model's own `steps.Step`.
 
 In eager PyTorch, a small model's decoder step is mostly spent dispatching about a hundred small
 operations one after another. TorchInductor compiles the whole step (embedding, every decoder
 layer, the output layer and the normalisation) into a few fused kernels, with the weights folded
-in as constants ("freezing") and, for a fixed row count, packed once for MKL's matmul. For the
-`small` model on a 2-core CPU the step is 1.27-1.30x faster than the eager step on packed weights
-at 32 rows (greedy search), 1.11-1.16x at 128 rows (beam 4). On a GPU, where the eager step is
-bound by kernel launches, an earlier version of it (attending over the whole cache under a mask)
-made greedy search 1.55x faster (benchmarks/RESULTS.md).
+in as constants ("freezing") and, for a fixed row count, packed once for MKL's matmul
+(benchmarks/RESULTS.md has the measurements).
 
 A compiled graph is for fixed shapes. Here:
 - the rows are fixed per graph (MKL packs a weight for one row count; with a dynamic row count
   the step was no faster than eager): a step is compiled once per power-of-two count of
-  sentences, 8 at least (`steps.row_bucket`), and the searches top their batches up to one;
+  sentences, `FEWEST_ROWS` at least (`row_bucket`), and the searches top their batches up to one;
 - the number of positions decoded, the cache capacity and the source length are dynamic
   dimensions: one graph serves every step and every batch of its row count. The step reads
   the positions decoded so far from the length of the position table it is given, writes its
@@ -21,8 +19,8 @@ A compiled graph is for fixed shapes. Here:
 - the first step (one position) runs eagerly: a one-long dimension would be compiled apart.
 Attention is written out in the graph (`model.attention`), so Inductor fuses it with the
 cache reads. In beam search, a row's history stays where it was written: the cache traces which
-row holds each position (`DecoderCache.trace_ancestors`) and the step reads through that table,
-so beams that change rows move no keys or values.
+row holds each position (`TracedCache`) and the step reads through that table, so beams that
+change rows move no keys or values.
 The layers are the model's own (`Decoder.forward`), so the step computes what
 `steps.next_logits` and `steps.next_log_probs` do, in another order of floating-point
 operations. The weights are read when a graph is compiled: if they change later (training goes
@@ -48,7 +46,13 @@ from torch import Tensor, nn
 from torch._dynamo import config as dynamo_config
 from torch._inductor import config as inductor_config
 
-from aiayn.decoding.steps import log_probs, logits_and_normaliser, next_log_probs, next_logits, row_bucket
+from aiayn.decoding.steps import (
+    Step,
+    log_probs,
+    logits_and_normaliser,
+    next_log_probs,
+    next_logits,
+)
 from aiayn.model import DecoderCache, Transformer
 from aiayn.model.masks import padding_mask
 
@@ -56,6 +60,81 @@ LogitsFn = Callable[[Transformer, Tensor, Tensor, DecoderCache], tuple[Tensor, T
 LogProbsFn = Callable[[Transformer, Tensor, Tensor, DecoderCache], Tensor]  # steps.next_log_probs
 GRAPHS = 64  # compiled graphs kept per step function (TorchDynamo's default, 8, is too few for the
 # row buckets of several models)
+FEWEST_ROWS = 8  # sentences a compiled step runs at, at least: each row count costs a compilation of
+# seconds, and a step at 8 sentences costs little more than at 1 (benchmarks/RESULTS.md)
+
+
+class CompiledStep(Step):
+    """The searches' decoder steps compiled (see the module's text); the same maths as `Step`, in
+    another order of floating-point operations. Make one per search: it checks whether the model's
+    weights changed since they were compiled."""
+
+    def __init__(self, model: Transformer) -> None:
+        super().__init__(model)
+        self._logits, self._log_probs = compiled_logits(model), compiled_log_probs(model)
+
+    def start(self, src: Tensor, max_lengths: Tensor, capacity: int) -> tuple[Tensor, Tensor, DecoderCache]:
+        """As `Step.start`, with a cache of full capacity (the compiled step cannot grow one) that can
+        trace its rows' histories, and the batch topped up to a power-of-two count of sentences."""
+        cache = self.model.init_cache(self.model.encode(src), capacity=capacity)
+        cache = TracedCache(cache.self_attn, cache.cross_attn, cache.rows_per_sentence)
+        src, max_lengths = top_up(src, max_lengths, cache)
+        return src, max_lengths, cache
+
+    def logits(self, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> tuple[Tensor, Tensor]:
+        return self._logits(self.model, last_tokens, src, cache)
+
+    def log_probs(self, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> Tensor:
+        return self._log_probs(self.model, last_tokens, src, cache)
+
+    def fan_out(self, cache: TracedCache, r: int) -> None:
+        """As `Step.fan_out`; from then on the beams' histories stay where they are (`TracedCache`)."""
+        cache.fan_out(r)
+        cache.trace_ancestors()
+
+    def rows_to_keep(self, done: Tensor) -> Tensor | None:
+        """Finished rows leave once the unfinished ones fit a smaller power of two, which finished rows
+        top up (the unfinished first, in order)."""
+        rows = row_bucket(int((~done).sum()))
+        return None if rows >= len(done) else done.int().argsort(stable=True)[:rows]
+
+
+def row_bucket(rows: int) -> int:
+    """The row count a compiled step runs at: the next power of two, and at least `FEWEST_ROWS`."""
+    return max(FEWEST_ROWS, 1 << max(rows - 1, 0).bit_length())
+
+
+@dataclass
+class TracedCache(DecoderCache):
+    """A decoder cache whose beams move no keys or values when they take over another's hypothesis.
+
+    Once `trace_ancestors` is called, `ancestors` (B*R, capacity) names, for each row and position,
+    the row whose buffers hold that position's keys and values (the same for every layer): `reorder`
+    updates only that table. Only a step that reads histories through the table may use it: the
+    compiled step does (`_Slot.append`); the model's own step (`Transformer.decode`) does not.
+    """
+
+    ancestors: Tensor | None = None
+
+    def trace_ancestors(self) -> None:
+        """From now on, keep the table instead of moving keys and values: each row's own positions."""
+        rows, capacity = self.self_attn[0].k.shape[:2]
+        self.ancestors = torch.arange(rows, device=self.self_attn[0].k.device)[:, None].repeat(1, capacity)
+
+    def reorder(self, rows: Tensor) -> None:
+        if self.ancestors is None:
+            return super().reorder(rows)
+        n = self.length
+        self.ancestors[:, :n] = self.ancestors[rows, :n]  # positions from n on stay the row's own
+
+    def select(self, sentences: Tensor) -> None:
+        if self.ancestors is not None:  # a row's ancestors are rows of its sentence: all of them stay
+            r = self.rows_per_sentence
+            rows = (sentences[:, None] * r + torch.arange(r, device=sentences.device)).flatten()  # (B'*R,)
+            renumber = torch.empty_like(self.ancestors[:, 0])  # old row -> new row
+            renumber[rows] = torch.arange(len(rows), device=rows.device)
+            self.ancestors = renumber[self.ancestors[rows]]
+        super().select(sentences)
 
 
 def compiled_logits(model: Transformer) -> LogitsFn:
@@ -81,7 +160,7 @@ def top_up(src: Tensor, max_lengths: Tensor, cache: DecoderCache) -> tuple[Tenso
 
 
 def _run(step: nn.Module, eager: Callable, model: Transformer, last_tokens: Tensor, src: Tensor,
-         cache: DecoderCache):
+         cache: TracedCache):
     """One step after `last_tokens` (B,): compiled, or eager for the first position."""
     layers = cache.self_attn
     position, capacity = layers[0].length, layers[0].k.size(1)

@@ -8,38 +8,33 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from aiayn.decoding.compiled import compiled_logits, top_up
-from aiayn.decoding.steps import Hypothesis, max_output_lengths, next_logits, rows_to_keep
+from aiayn.decoding.steps import Hypothesis, Step, max_output_lengths, output_tokens
 from aiayn.model import Transformer
 
 
 @torch.inference_mode()
 def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = None,
                   temperature: float = 0.0, top_k: int = 0, generator: torch.Generator | None = None,
-                  compiled: bool = False) -> list[Hypothesis]:
+                  step: Step | None = None) -> list[Hypothesis]:
     """The most probable next token at each step for (B, S) source ids -> one hypothesis each.
 
     With `temperature` > 0 the next token is sampled instead, from softmax(logits / temperature),
     restricted to the `top_k` most probable tokens when `top_k` > 0.
     A sentence stops at eos or after its maximum length; the loop stops when all have stopped.
-    `compiled`: the decoder steps run compiled by TorchInductor (compiled.py), on power-of-two row
-    counts (the batch is topped up with copies of its first row, finished from the start).
+    `step`: how the decoder steps run (default: the model's own; `compiled.CompiledStep`).
     """
-    c = model.config
+    c, step = model.config, step or Step(model)
     max_lengths = max_output_lengths(src, c.pad_id) if max_lengths is None else max_lengths
     n, steps = src.size(0), int(max_lengths.max())
-    cache = model.init_cache(model.encode(src), capacity=steps + 1 if compiled else min(steps + 1, 256))
-    if compiled:
-        src, max_lengths = top_up(src, max_lengths, cache)
-    step_logits = compiled_logits(model) if compiled else next_logits
+    src, max_lengths, cache = step.start(src, max_lengths, capacity=steps + 1)
     b = src.size(0)
     outputs = torch.full((b, steps), c.pad_id, dtype=torch.long, device=src.device)  # (B, L)
     total = torch.zeros(b, device=src.device)  # log-probability of each output so far
     active = torch.arange(b, device=src.device)  # the B' rows still decoding
     tokens = torch.full((b,), c.bos_id, dtype=torch.long, device=src.device)  # last token per row, (B',)
     done = max_lengths <= 0  # (B',)
-    for step in range(steps):
-        logits, normaliser = step_logits(model, tokens, src, cache)  # (B', V), (B', 1)
+    for position in range(steps):
+        logits, normaliser = step.logits(tokens, src, cache)  # (B', V), (B', 1)
         if temperature > 0:
             tokens = sample(logits, temperature, top_k, generator)  # (B',)
             chosen = logits.gather(1, tokens[:, None])  # (B', 1)
@@ -48,16 +43,16 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
             tokens = tokens.squeeze(1)  # (B',)
         total[active] += torch.where(done, 0.0, (chosen - normaliser).squeeze(1))  # the token's log-prob
         tokens[done] = c.pad_id
-        outputs[active, step] = tokens
-        done |= (tokens == c.eos_id) | (step + 1 >= max_lengths[active])
+        outputs[active, position] = tokens
+        done |= (tokens == c.eos_id) | (position + 1 >= max_lengths[active])
         if done.all():
             break
-        keep = rows_to_keep(done, compiled)  # (B'',) or None
+        keep = step.rows_to_keep(done)  # (B'',) or None
         if keep is not None:
             active, tokens, done = active[keep], tokens[keep], done[keep]
             src = src.index_select(0, keep)
             cache.select(keep)
-    return [Hypothesis(_until_eos(row, c.eos_id, c.pad_id), log_prob, log_prob)
+    return [Hypothesis(output_tokens(row, c.eos_id, c.pad_id), log_prob, log_prob)
             for row, log_prob in zip(outputs[:n].tolist(), total[:n].tolist(), strict=True)]
 
 
@@ -70,8 +65,3 @@ def sample(logits: Tensor, temperature: float, top_k: int = 0,
         scaled = scaled.masked_fill(scaled < kth_best, float("-inf"))
     return torch.multinomial(scaled.softmax(dim=-1), 1, generator=generator).squeeze(1)
 
-
-def _until_eos(row: list[int], eos_id: int, pad_id: int) -> list[int]:
-    if eos_id in row:
-        row = row[: row.index(eos_id)]
-    return [t for t in row if t != pad_id]

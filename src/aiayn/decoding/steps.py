@@ -1,4 +1,6 @@
-"""What greedy, sampling and beam search share: the length limit and one cached decoder step.
+"""What greedy, sampling and beam search share: the length limit, one cached decoder step, and
+`Step`, the seam through which a search runs its steps: the model's own (this module), or one
+compiled by TorchInductor (`compiled.CompiledStep`, the same maths, faster).
 
 Shapes: B rows (sentences, or sentences x beams), S source length, V vocabulary.
 """
@@ -12,10 +14,7 @@ from torch import Tensor
 
 from aiayn.model import DecoderCache, Transformer
 
-LEAVE_AT = 8  # finished sentences leave the batch once they are 1/LEAVE_AT of it (rows_to_keep)
-FEWEST_ROWS = 8  # sentences a compiled step runs at, at least (row_bucket): each row count is a
-# compilation of 7-10 s (small preset, 2-core CPU), and a step at 8 sentences costs little more
-# than at 1 (greedy 1.58 against 1.22 ms, beam 4 2.99 against 1.46 ms): 3 compilations fewer
+LEAVE_AT = 8  # finished sentences leave the batch once they are 1/LEAVE_AT of it (Step.rows_to_keep)
 
 
 @dataclass
@@ -66,21 +65,43 @@ def _never_outputs(model: Transformer, scores: Tensor) -> Tensor:
     return scores
 
 
-def row_bucket(rows: int) -> int:
-    """The row count a compiled step runs at (compiled.py): the next power of two, and at least
-    `FEWEST_ROWS`."""
-    return max(FEWEST_ROWS, 1 << max(rows - 1, 0).bit_length())
+def output_tokens(row: list[int], eos_id: int, pad_id: int) -> list[int]:
+    """A search's output row (without bos) -> the tokens before eos, without padding."""
+    if eos_id in row:
+        row = row[: row.index(eos_id)]
+    return [t for t in row if t != pad_id]
 
 
-def rows_to_keep(done: Tensor, compiled: bool) -> Tensor | None:
-    """The rows (in order) that stay when finished ones leave the batch, or None while all stay.
+class Step:
+    """How a search runs its decoder steps: here, the model's own cached step (`Transformer.decode`).
 
-    Finished rows leave a group at a time, once they are 1/LEAVE_AT of the batch: moving the others'
-    cached keys and values costs more than computing a few finished rows for some steps. With a
-    compiled step, whose row counts are powers of two, they leave once the unfinished rows fit a
-    smaller one, which finished rows top up.
+    A search calls `start` once, then per step `logits` (greedy, sampling) or `log_probs` (beam
+    search), `fan_out` after beam search's first step, and `rows_to_keep` to let finished sentences
+    leave the batch. `compiled.CompiledStep` runs the same steps compiled.
     """
-    if compiled:
-        rows = row_bucket(int((~done).sum()))
-        return None if rows >= len(done) else done.int().argsort(stable=True)[:rows]
-    return (~done).nonzero().squeeze(1) if done.sum() * LEAVE_AT >= len(done) else None
+
+    def __init__(self, model: Transformer) -> None:
+        self.model = model
+
+    def start(self, src: Tensor, max_lengths: Tensor, capacity: int) -> tuple[Tensor, Tensor, DecoderCache]:
+        """The encoder run on src (B, S) and a cache for `capacity` positions (it grows if needed).
+        -> the batch and maximum lengths (B,) to search (here unchanged), and the cache."""
+        return src, max_lengths, self.model.init_cache(self.model.encode(src), capacity=min(capacity, 256))
+
+    def logits(self, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> tuple[Tensor, Tensor]:
+        return next_logits(self.model, last_tokens, src, cache)
+
+    def log_probs(self, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> Tensor:
+        return next_log_probs(self.model, last_tokens, src, cache)
+
+    def fan_out(self, cache: DecoderCache, r: int) -> None:
+        """Give each sentence r rows (beam search's K beams), each a copy of its one row so far."""
+        cache.fan_out(r)
+
+    def rows_to_keep(self, done: Tensor) -> Tensor | None:
+        """The rows (in order) that stay when finished ones leave the batch, or None while all stay.
+
+        Finished rows leave a group at a time, once they are 1/LEAVE_AT of the batch: moving the
+        others' cached keys and values costs more than computing a few finished rows for some steps.
+        """
+        return (~done).nonzero().squeeze(1) if done.sum() * LEAVE_AT >= len(done) else None

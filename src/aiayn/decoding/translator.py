@@ -17,8 +17,9 @@ from tqdm import tqdm
 from aiayn.config import DecodeConfig
 from aiayn.data.batching import pad
 from aiayn.decoding.beam import beam_search
+from aiayn.decoding.compiled import CompiledStep
 from aiayn.decoding.greedy import greedy_search
-from aiayn.decoding.steps import Hypothesis, max_output_lengths
+from aiayn.decoding.steps import Hypothesis, Step, max_output_lengths
 from aiayn.model import Transformer
 from aiayn.tokenizer import Tokenizer
 
@@ -39,11 +40,12 @@ def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
     limits = max_output_lengths(src, model.config.pad_id, config.max_output_extra, config.max_output_len)
     if model.config.positional == "learned":  # no position beyond the learned table: bos takes 0
         limits = limits.clamp(max=model.config.max_positions - 1)
+    step = CompiledStep(model) if config.compile else Step(model)
     if config.temperature > 0 or config.beam_size == 1:
-        hyps = greedy_search(model, src, limits, config.temperature, config.top_k, generator, config.compile)
+        hyps = greedy_search(model, src, limits, config.temperature, config.top_k, generator, step)
         return [[h] for h in hyps]
     return beam_search(model, src, config.beam_size, config.nbest, config.length_penalty,
-                       config.penalty_form, limits, config.compile)
+                       config.penalty_form, limits, step)
 
 
 def batches(lengths: list[int], config: DecodeConfig) -> list[list[int]]:

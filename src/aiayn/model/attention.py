@@ -16,8 +16,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from aiayn.model.padding import Padder
 
 # On a GPU, for keys shorter than this, PyTorch's memory-efficient kernel beats the cuDNN and flash
-# kernels it would pick, which work in blocks of 128 queries (base, bf16, H100, Multi30k: training
-# 1.17x faster at 50k-token batches). Longer keys keep PyTorch's choice.
+# kernels it would pick, which work in blocks of 128 queries (measured in training: see
+# benchmarks/RESULTS.md). Longer keys keep PyTorch's choice.
 SHORT_KEYS = 128
 
 
@@ -40,12 +40,12 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropo
 
     Without `need_weights` it runs PyTorch's fused `scaled_dot_product_attention` (same maths,
     no (Tq, Tk) weights kept); with it, the readable reference above, which returns them.
-    On the CPU the fused kernel's backward pass is about 6x slower in bfloat16 than in float32, so
-    training in bfloat16 there (autocast) attends in float32. On a GPU, short keys get the
-    memory-efficient kernel (`SHORT_KEYS`). In an inference graph compiled for the CPU (the
+    On the CPU the fused kernel's backward pass is several times slower in bfloat16 than in
+    float32, so training in bfloat16 there (autocast) attends in float32. On a GPU, short keys get
+    the memory-efficient kernel (`SHORT_KEYS`). In an inference graph compiled for the CPU (the
     compiled decoder step, decoding/compiled.py), the written-out maths: Inductor fuses it with
-    the operations around it, where the fused kernel would be an opaque call (one query per row,
-    keys written by the same step: 0.23 ms less of a 2.25 ms greedy step, batch 32, `small`).
+    the operations around it (the reads of the cache), where the fused kernel would be an opaque
+    call.
     """
     if need_weights:
         return attention_reference(q, k, v, mask, dropout_p)

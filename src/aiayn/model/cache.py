@@ -59,7 +59,7 @@ class KVCache:
         """Row targets[i] takes over the history of row sources[i], in place; other rows keep theirs."""
         for buffer in (self.k, self.v):
             filled = buffer[:, :self.length]  # (B, L, H, K), a view
-            # gathered first, so no aliasing; 1.15x faster than filled[targets] = filled[sources]
+            # gathered first, so no aliasing (and faster than filled[targets] = filled[sources])
             filled.index_copy_(0, targets, filled.index_select(0, sources))
 
 
@@ -81,9 +81,6 @@ class DecoderCache:
     self_attn: list[KVCache]  # (B*R, H, L, K), grows by one position per step
     cross_attn: list[tuple[Tensor, Tensor]]  # (k, v), each (B, H, S, K), computed once per sentence
     rows_per_sentence: int = 1  # R
-    # (B*R, capacity) once `trace_ancestors` is called: for each row and position, the row whose
-    # buffers hold that position's keys and values (the same for every layer); None: the row's own.
-    ancestors: Tensor | None = None
 
     @property
     def length(self) -> int:
@@ -95,12 +92,8 @@ class DecoderCache:
 
         Only the self-attention history follows the beams, and only for the rows that take over
         another row's hypothesis (often half of them or fewer); the sentence's cross-attention keys
-        and values stay put. With `ancestors` traced, no keys or values move: only the table does.
+        and values stay put.
         """
-        if self.ancestors is not None:
-            n = self.length
-            self.ancestors[:, :n] = self.ancestors[rows, :n]  # positions from n on stay the row's own
-            return
         moved = (rows != torch.arange(len(rows), device=rows.device)).nonzero().squeeze(1)  # (M,)
         if len(moved):
             for kv in self.self_attn:
@@ -116,16 +109,6 @@ class DecoderCache:
         for kv in self.self_attn:
             kv.select(rows)  # (B*r, H, L, K)
         self.rows_per_sentence = r
-        if self.ancestors is not None:  # each row now holds a copy of its history
-            self.trace_ancestors()
-
-    def trace_ancestors(self) -> None:
-        """From now on, `reorder` records in `ancestors` which row holds each position of each row's
-        history, instead of copying keys and values between rows (3 layers, 128 rows: 0.8 ms a
-        beam step). Only a step that reads its history through the table may use this cache:
-        the compiled step does (compiled.py); `Transformer.decode` refuses it."""
-        rows, capacity = self.self_attn[0].k.shape[:2]
-        self.ancestors = torch.arange(rows, device=self.self_attn[0].k.device)[:, None].repeat(1, capacity)
 
     def select(self, sentences: Tensor) -> None:
         """Keep only `sentences` (B',), with all their rows (for example when finished sentences
@@ -134,9 +117,5 @@ class DecoderCache:
         rows = (sentences[:, None] * r + torch.arange(r, device=sentences.device)).flatten()  # (B'*R,)
         for kv in self.self_attn:
             kv.select(rows)
-        if self.ancestors is not None:  # a row's ancestors are rows of its sentence: all of them stay
-            renumber = torch.empty_like(self.ancestors[:, 0])  # old row -> new row
-            renumber[rows] = torch.arange(len(rows), device=rows.device)
-            self.ancestors = renumber[self.ancestors[rows]]
         self.cross_attn = [(k.index_select(0, sentences), v.index_select(0, sentences))
                            for k, v in self.cross_attn]

@@ -2,13 +2,13 @@
 1 / (1 - p); at inference, the identity. Same contract as torch.nn.Dropout.
 
 On the CPU the cost of dropout is the random numbers, not the arithmetic: torch's kernel draws
-one 32-bit number per element (about 6 ns each on a 2-core machine, a fifth of a small model's
-training step). Here one 64-bit draw decides four elements, 15 random bits each, so p is rounded to
-a multiple of 1/32,768 (0.1 becomes 0.100006) and the scale uses the rounded value, which keeps
+one 32-bit number per element, a large share of a small model's training step on a CPU. Here one
+64-bit draw decides four elements, 15 random bits each, so p is rounded to a multiple of 1/32,768
+(0.1 becomes 0.100006) and the scale uses the rounded value, which keeps
 the expected output equal to the input. The output is x times a mask of 0 and 1 / (1 - p) (in
 lower precision, a mask of 0 and 1, then the scale), which its backward pass multiplies by again:
-about 2x faster than masked_fill here, for a mask in x's type kept for the backward pass instead of
-a boolean one. Other devices use torch's own kernel.
+faster than masked_fill, for a mask in x's type kept for the backward pass instead of a boolean
+one (benchmarks/RESULTS.md). Other devices use torch's own kernel.
 """
 
 from __future__ import annotations

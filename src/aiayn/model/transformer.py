@@ -132,9 +132,6 @@ class Transformer(nn.Module):
     def _decode(self, tgt: Tensor, memory: Tensor | None, src: Tensor,
                 cache: DecoderCache | None = None, need_weights: bool = False) -> tuple[Tensor, list]:
         offset = cache.length if cache is not None else 0
-        if offset and cache.ancestors is not None:
-            raise ValueError("this cache traces where its rows' histories lie "
-                             "(DecoderCache.trace_ancestors): only the compiled decoder step reads it")
         n_new = tgt.size(1)
         # One new position may see everything before it: no mask needed.
         self_mask = None if offset and n_new == 1 else causal_mask(n_new, offset + n_new, tgt.device)
