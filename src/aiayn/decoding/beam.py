@@ -111,14 +111,7 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
         ended = (cand_tokens[:, :k] == c.eos_id) & (cand_scores[:, :k] > NEG_INF)
         final.add(active, parents, cand_scores[:, :k], ended, length_penalty(position + 1, alpha, penalty),
                   c.eos_id)
-
-        # The best K candidates that do not end stay live.
-        rank = torch.arange(2 * k, device=device) + (cand_tokens == c.eos_id) * 2 * k  # (B, 2K)
-        keep = rank.argsort(dim=1)[:, :k]  # (B, K)
-        scores = cand_scores.gather(1, keep)
-        beams = cand_beams.gather(1, keep)  # (B, K)
-        tokens = torch.cat([tokens.gather(1, beams[:, :, None].expand(-1, -1, tokens.size(2))),
-                            cand_tokens.gather(1, keep)[:, :, None]], dim=2)  # (B, K, L+1)
+        scores, beams, tokens = live(tokens, cand_scores, cand_beams, cand_tokens, c.eos_id)
         if position == 0:
             step.fan_out(cache, k)  # every beam continues bos: each starts as a copy of its sentence's row
         else:
@@ -134,6 +127,19 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
             cache.select(keep)
         scores.masked_fill_(done[:, None], NEG_INF)  # finished ones that stay: nothing they make is kept
     return final.best(nbest, c.eos_id, c.pad_id)[:n]
+
+
+def live(tokens: Tensor, cand_scores: Tensor, cand_beams: Tensor, cand_tokens: Tensor, eos_id: int
+         ) -> tuple[Tensor, Tensor, Tensor]:
+    """The best K candidates (B, 2K) that do not end in eos, as the next live hypotheses: their
+    scores and the beams they extend, each (B, K), and their tokens (B, K, L+1)."""
+    k = tokens.size(1)
+    rank = torch.arange(2 * k, device=tokens.device) + (cand_tokens == eos_id) * 2 * k  # (B, 2K)
+    keep = rank.argsort(dim=1)[:, :k]  # (B, K)
+    beams = cand_beams.gather(1, keep)  # (B, K)
+    tokens = torch.cat([tokens.gather(1, beams[:, :, None].expand(-1, -1, tokens.size(2))),
+                        cand_tokens.gather(1, keep)[:, :, None]], dim=2)  # (B, K, L+1)
+    return cand_scores.gather(1, keep), beams, tokens
 
 
 class Finished:
