@@ -56,3 +56,10 @@ def test_the_rule_fails_when_the_model_imports_decoding(tmp_path):
     bad = tmp_path / "transformer.py"
     bad.write_text("from aiayn.decoding.beam import beam_search\n")
     assert {layer(m) for m in imports(bad)} - {"model"} - ALLOWED["model"] == {"decoding"}
+
+
+def test_the_model_does_not_know_it_may_be_compiled():
+    """model/ reads like the paper: no branches on compilation; speed machinery lives in decoding/."""
+    for path in sorted((SRC / "model").rglob("*.py")):
+        names = {n.attr for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Attribute)}
+        assert not names & {"is_compiling", "is_dynamo_compiling", "ancestors"}, path

@@ -17,10 +17,11 @@ A compiled graph is for fixed shapes. Here:
   keys and values into the cache's preallocated buffers, and attends over the filled positions
   only, as the eager step does;
 - the first step (one position) runs eagerly: a one-long dimension would be compiled apart.
-Attention is written out in the graph (`model.attention`), so Inductor fuses it with the
-cache reads. In beam search, a row's history stays where it was written: the cache traces which
-row holds each position (`TracedCache`) and the step reads through that table, so beams that
-change rows move no keys or values.
+On the CPU, attention is the model's written-out reference (`model.attention_reference`, asked
+for by requesting the weights, which the graph then drops), so Inductor fuses it with the cache
+reads, where the fused kernel would be an opaque call. In beam search, a row's history stays
+where it was written: the cache traces which row holds each position (`TracedCache`) and the
+step reads through that table, so beams that change rows move no keys or values.
 The layers are the model's own (`Decoder.forward`), so the step computes what
 `steps.next_logits` and `steps.next_log_probs` do, in another order of floating-point
 operations. The weights are read when a graph is compiled: if they change later (training goes
@@ -199,7 +200,8 @@ class _Step(nn.Module):
         if ancestors is not None:  # (B, n), (n,): where each position of each history lies
             ancestors = ancestors[:, :n], torch.arange(n, device=ancestors.device)
         slots = _Slots([_Slot(k, v, n, ancestors) for k, v in zip(keys, values, strict=True)])
-        hidden, _ = m.decoder(x, None, cross_attn, memory_mask, slots)  # (B, 1, D)
+        written_out = x.device.type == "cpu"  # attention as the reference: see the module's text
+        hidden, _ = m.decoder(x, None, cross_attn, memory_mask, slots, need_weights=written_out)  # (B, 1, D)
         return log_probs(m, hidden) if self.normalise else logits_and_normaliser(m, hidden)
 
 

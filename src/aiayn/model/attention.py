@@ -42,15 +42,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropo
     no (Tq, Tk) weights kept); with it, the readable reference above, which returns them.
     On the CPU the fused kernel's backward pass is several times slower in bfloat16 than in
     float32, so training in bfloat16 there (autocast) attends in float32. On a GPU, short keys get
-    the memory-efficient kernel (`SHORT_KEYS`). In an inference graph compiled for the CPU (the
-    compiled decoder step, decoding/compiled.py), the written-out maths: Inductor fuses it with
-    the operations around it (the reads of the cache), where the fused kernel would be an opaque
-    call.
+    the memory-efficient kernel (`SHORT_KEYS`). (The compiled decoder step on the CPU asks for the
+    weights, to get the written-out maths: decoding/compiled.py.)
     """
     if need_weights:
         return attention_reference(q, k, v, mask, dropout_p)
-    if q.device.type == "cpu" and torch.compiler.is_compiling() and not torch.is_grad_enabled():
-        return attention_reference(q, k, v, mask)[0], None  # Inductor fuses it (see above)
     if q.device.type == "cpu" and q.dtype != torch.float32 and torch.is_grad_enabled():
         with torch.autocast("cpu", enabled=False):  # autocast would cast back to bfloat16
             out = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask,
