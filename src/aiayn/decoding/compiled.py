@@ -195,8 +195,7 @@ class _Step(nn.Module):
         (B/R, H, S, K), mask (B/R, 1, 1, S)
         -> log-probabilities (B, V), or logits (B, V) and their logsumexp (B, 1)."""
         m, n = self.model, table.size(0)
-        x = m.tgt_embed(last_tokens[:, None])  # (B, 1, D)
-        x = m.embed_dropout(x + table[n - 1:n])
+        x = m.embed(last_tokens[:, None], m.tgt_embed, encodings=table[n - 1:n])  # (B, 1, D)
         if ancestors is not None:  # (B, n), (n,): where each position of each history lies
             ancestors = ancestors[:, :n], torch.arange(n, device=ancestors.device)
         slots = _Slots([_Slot(k, v, n, ancestors) for k, v in zip(keys, values, strict=True)])

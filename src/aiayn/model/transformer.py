@@ -103,10 +103,14 @@ class Transformer(nn.Module):
         else:
             nn.init.normal_(self.output_proj.weight, mean=0.0, std=config.d_model**-0.5)
 
-    def embed(self, ids: Tensor, embedding: TokenEmbedding, offset: int = 0) -> Tensor:
-        """Dropout(Embedding(ids) * sqrt(D) + PE): (B, T) -> (B, T, D), positions from `offset`."""
+    def embed(self, ids: Tensor, embedding: TokenEmbedding, offset: int = 0,
+              encodings: Tensor | None = None) -> Tensor:
+        """Dropout(Embedding(ids) * sqrt(D) + PE): (B, T) -> (B, T, D), positions from `offset`, or
+        the positions' `encodings` (T, D) when the caller already has them."""
         x = embedding(ids)
-        return self.embed_dropout(x + self.positions(ids.size(1), offset, x.dtype, x.device))
+        if encodings is None:
+            encodings = self.positions(ids.size(1), offset, x.dtype, x.device)
+        return self.embed_dropout(x + encodings)
 
     def encode(self, src: Tensor) -> Tensor:
         """(B, S) source ids -> memory (B, S, D)."""
