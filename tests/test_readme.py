@@ -1,5 +1,6 @@
 """The README's commands: each is a valid aiayn command line, and none writes over tracked files."""
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -54,6 +55,24 @@ def test_the_readme_python_example_runs(trained_run, tmp_path, monkeypatch, caps
     exec(compile(code, "README.md", "exec"), {})
     printed = capsys.readouterr().out.splitlines()
     assert len(printed) == 2 + 1 + 1 + 2  # two translations, the n-best list, the attention, the stream
+
+
+def test_the_readme_training_example_runs(tmp_path, monkeypatch, capsys):
+    """The README's Python training example, run as written on small files at data/."""
+    code = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)[1]
+    assert "train_model" in code
+    (tmp_path / "data").mkdir()
+    words = ["dog", "cat", "runs", "sleeps", "a", "the", "big", "small", "red", "blue"]
+    for split, n in (("train", 400), ("valid", 20)):
+        lines = [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(3 + i % 5)) for i in range(n)]
+        (tmp_path / "data" / f"{split}.en").write_text("\n".join(lines) + "\n")
+        (tmp_path / "data" / f"{split}.de").write_text("\n".join(line[::-1] for line in lines) + "\n")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-2].startswith("200 runs/mine/checkpoints/step_00000200 ")
+    records = [json.loads(line) for line in (tmp_path / "runs" / "mine" / "metrics.jsonl").open()]
+    assert [r["step"] for r in records if r["kind"] == "valid"] == [200]  # validated on data/valid
 
 
 def test_the_readme_is_a_guide_not_a_diary():

@@ -1,6 +1,7 @@
 """Command-line options made from the config dataclasses, so every field has a flag and help.
 
-Precedence, lowest first: dataclass defaults, the preset, a recipe file (--config), flags.
+Precedence, lowest first: dataclass defaults, the preset, a recipe file (--config), flags
+(`training.train_model` merges them).
 """
 
 from __future__ import annotations
@@ -53,16 +54,6 @@ def given(args: argparse.Namespace, cls: type) -> dict[str, Any]:
     """The fields of `cls` set on the command line."""
     return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
             if getattr(args, f.name, None) is not None}
-
-
-def resolve(args: argparse.Namespace) -> cfg.Recipe:
-    """The checked recipe from defaults, preset, recipe file and flags (each overriding the one before)."""
-    sections = cfg.load_config_file(args.config) if args.config else {}
-    for name, cls in (("model", cfg.ModelConfig), ("data", cfg.DataConfig), ("train", cfg.TrainConfig)):
-        sections[name] = {**sections.get(name, {}), **given(args, cls)}
-    if args.preset:
-        sections["preset"] = args.preset
-    return cfg.recipe(sections, f"{args.config} and the command line" if args.config else "command line")
 
 
 def device_name(text: str) -> str:

@@ -13,6 +13,7 @@ import math
 import random
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -226,7 +227,8 @@ class Stopped(KeyboardInterrupt):
 
 class GracefulStop:
     """The first Ctrl-C (or SIGTERM) asks the loop to stop after the current update and save;
-    `signum` says which signal asked. A second one stops at once (`Stopped`)."""
+    `signum` says which signal asked. A second one stops at once (`Stopped`). Python delivers
+    signals to the main thread only: training in another thread leaves them as they are."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
@@ -236,7 +238,8 @@ class GracefulStop:
         return self.signum is not None
 
     def __enter__(self) -> GracefulStop:
-        self._old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        on_main = threading.current_thread() is threading.main_thread()
+        self._old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM) if on_main}
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:

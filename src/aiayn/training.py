@@ -1,0 +1,194 @@
+"""The public training API: train a Transformer on parallel text, or resume a run.
+
+    import aiayn
+
+    run = aiayn.train_model("runs/tiny", train="multi30k", src_lang="en", tgt_lang="de",
+                            preset="tiny", max_steps=100)
+    print(run.checkpoint, run.metrics["loss"])
+    translator = aiayn.load_translator(run.run_dir)
+
+Options are the fields of `ModelConfig`, `DataConfig` and `TrainConfig`, by name (the flags of
+`aiayn train`, with `_` for `-`); precedence, lowest first: the dataclasses' defaults, the preset,
+a recipe file (`config`), the options. Everything is checked before any data is read. A fresh
+run learns a SentencePiece tokenizer on the training text unless `tokenizer` names one; a resumed
+run continues the saved model and data exactly, and takes only training options. `aiayn train`
+is this function on the command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aiayn import checkpoint
+from aiayn import config as cfg
+from aiayn.data.batching import TokenizedCorpus, make_batches, padding_fraction, tokenize
+from aiayn.data.corpora import DataError, default_valid, load_corpus
+from aiayn.files import is_run_dir
+from aiayn.model import Transformer, parameter_counts
+from aiayn.tokenizer import Tokenizer
+from aiayn.train.loop import limit_reached, resolve_device, train
+
+__all__ = ["TrainingRun", "train_model"]
+
+_SECTIONS = {"model": cfg.ModelConfig, "data": cfg.DataConfig, "train": cfg.TrainConfig}
+
+
+@dataclass
+class TrainingRun:
+    """What a call of `train_model` did."""
+
+    run_dir: Path
+    step: int  # updates done, in this call and before it
+    checkpoint: Path  # the checkpoint written last (RUN_DIR/checkpoints/step_N)
+    metrics: dict[str, Any]  # of the last update: loss, tokens, ...; "valid" and "bleu" when measured
+    stopped_by: int | None  # the signal (SIGINT, SIGTERM) that stopped the run early, or None
+
+
+def train_model(out: str | Path, *, resume: bool = False, preset: str | None = None,
+                config: str | Path | None = None, **options: Any) -> TrainingRun:
+    """Train a model into the run directory `out`, or with `resume` continue the run there.
+
+    `preset`: tiny, small, base or big (default: base on a GPU, small otherwise); `config`: a recipe
+    file (.toml or .json); `options`: fields of the model, data and training configs by name, for
+    example `train="data/train"`, `src_lang="en"`, `d_model=256`, `max_steps=1000`.
+    Raises `ConfigError` for a wrong option, `DataError` for unusable data (a subclass of
+    `AiaynError` each) before training starts.
+    """
+    out = Path(out)
+    sections = _split(options)
+    if resume:
+        model, tokenizer, data, train_config, state = _resumed(out, preset, config, sections)
+    else:
+        model, tokenizer, data, train_config = _fresh(out, preset, config, sections)
+        state = None
+    if train_config.threads:
+        torch.set_num_threads(train_config.threads)
+    train_data = _tokenized(data.train, data, tokenizer, data.max_len)
+    if not len(train_data):
+        raise DataError(f"no training pair left: {train_data.summary(data.train)}; check the files "
+                        "and --max-len")
+    valid_data = _valid(data, tokenizer)
+    _describe(model, train_data, data, train_config)
+    result = train(model, tokenizer, train_data, valid_data, data, train_config, out, state)
+    return TrainingRun(out, result["step"], checkpoint.step_path(out, result["step"]), result["metrics"],
+                       result["stopped_by"])
+
+
+def _split(options: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Options by name -> {"model": {...}, "data": {...}, "train": {...}}; None means not given."""
+    sections: dict[str, dict[str, Any]] = {name: {} for name in _SECTIONS}
+    owner = {f.name: name for name, cls in _SECTIONS.items() for f in dataclasses.fields(cls)}
+    unknown = sorted(set(options) - set(owner))
+    if unknown:
+        raise cfg.ConfigError(f"unknown training option(s) {', '.join(unknown)}: options are the fields "
+                              "of ModelConfig, DataConfig and TrainConfig")
+    for name, value in options.items():
+        if value is not None:
+            sections[owner[name]][name] = value
+    return sections
+
+
+def _fresh(out: Path, preset: str | None, config: str | Path | None,
+           options: dict[str, dict[str, Any]]):
+    if checkpoint.step_checkpoints(out):
+        raise cfg.ConfigError(f"{out} already holds checkpoints: pass --resume to continue that run, "
+                              "or choose another --out")
+    if out.is_dir() and not is_run_dir(out) and any(out.iterdir()):
+        raise cfg.ConfigError(f"{out} is not empty and is not a training run: choose a new --out")
+    recipe = _recipe(preset, config, options)
+    data, train_config = recipe.data, recipe.train
+    model_options = recipe.model
+    _check_lengths(cfg.model_config(recipe.preset, **model_options), data)
+    if not recipe.preset_given:
+        print(f"preset: {recipe.preset} (none given; the default on this device. --preset base is the "
+              "paper's base model)")
+    if data.tokenizer:
+        tokenizer = Tokenizer.load(data.tokenizer)
+    else:
+        corpus = load_corpus(data.train, data.src_lang, data.tgt_lang)
+        if not any(corpus.source) or not any(corpus.target):
+            raise DataError(f"{corpus.name}: no text to learn a tokenizer from ({len(corpus):,} pairs, "
+                            "all empty on one side)")
+        vocab_size = cfg.model_config(recipe.preset, **model_options).vocab_size
+        tokenizer = Tokenizer.train(corpus.source + corpus.target, vocab_size, train_config.seed)
+    model_config = cfg.model_config(recipe.preset, **{
+        **model_options, "vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.pad_id,
+        "bos_id": tokenizer.bos_id, "eos_id": tokenizer.eos_id})
+    torch.manual_seed(train_config.seed)
+    return Transformer(model_config), tokenizer, data, train_config
+
+
+def _recipe(preset: str | None, config: str | Path | None,
+            options: dict[str, dict[str, Any]]) -> cfg.Recipe:
+    """The checked recipe from defaults, preset, recipe file and options (each overriding the one before)."""
+    sections = cfg.load_config_file(config) if config else {}
+    for name in _SECTIONS:
+        sections[name] = {**sections.get(name, {}), **options[name]}
+    if preset:
+        sections["preset"] = preset
+    return cfg.recipe(sections, f"{config} and the options" if config else "options")
+
+
+def _check_lengths(model: cfg.ModelConfig, data: cfg.DataConfig) -> None:
+    """Learned positions must cover the longest training sequence (--max-len tokens + eos)."""
+    if model.positional == "learned" and model.max_positions < data.max_len + 1:
+        raise cfg.ConfigError(f"max_positions={model.max_positions} learned positions cannot hold training "
+                              f"sequences of max_len={data.max_len} tokens + eos: raise --max-positions to "
+                              f"{data.max_len + 1} or lower --max-len")
+
+
+def _resumed(out: Path, preset: str | None, config: str | Path | None,
+             options: dict[str, dict[str, Any]]):
+    fixed = {**options["model"], **options["data"]}
+    if fixed or preset or config:
+        names = ", ".join(sorted(fixed)) or "--preset/--config"
+        raise cfg.ConfigError(f"--resume continues the saved model and data; cannot change {names}")
+    if not checkpoint.step_checkpoints(out):
+        raise cfg.ConfigError(f"{out}: no checkpoints to resume from (start a run without --resume)")
+    ck = checkpoint.load_latest(out)
+    train_config = cfg.build(cfg.TrainConfig, {**cfg.to_dict(ck.train), **options["train"]},
+                             "options")
+    state = ck.state
+    reached = limit_reached(train_config, ck.step, state["position"]["epoch"], state["elapsed"] / 60)
+    if reached:
+        raise cfg.ConfigError(f"{out} has already reached {reached} (step {ck.step:,}): nothing to resume; "
+                              f"raise {reached.split()[0]} to train further")
+    print(f"resuming {out} at step {ck.step:,} from {ck.path.name}")
+    return ck.model, ck.tokenizer, ck.data, train_config, state
+
+
+def _tokenized(spec: str, data: cfg.DataConfig, tokenizer: Tokenizer, max_len: int | None
+               ) -> TokenizedCorpus:
+    corpus = load_corpus(spec, data.src_lang, data.tgt_lang)
+    tokenized = tokenize(corpus, tokenizer, max_len)
+    print(tokenized.summary(corpus.name))
+    return tokenized
+
+
+def _valid(data: cfg.DataConfig, tokenizer: Tokenizer) -> TokenizedCorpus | None:
+    spec = data.valid or default_valid(data.train)
+    if not spec:
+        print("no validation set: give --valid SPEC (the forms --train takes) to measure validation "
+              "loss and keep the best checkpoint by BLEU")
+        return None
+    return _tokenized(spec, data, tokenizer, None)
+
+
+def _describe(model: Transformer, train_data: TokenizedCorpus, data: cfg.DataConfig,
+              train_config: cfg.TrainConfig) -> None:
+    counts = parameter_counts(model)
+    parts = ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in counts.items() if v and k != "total")
+    print(f"model: {counts['total'] / 1e6:.2f}M parameters ({parts})")
+    src_lens, tgt_lens = train_data.lengths()
+    batches = make_batches(src_lens, tgt_lens, data.batch_tokens, train_config.seed)
+    src_pad, tgt_pad = padding_fraction(batches, src_lens), padding_fraction(batches, tgt_lens)
+    print(f"batches: {len(batches):,} per epoch of up to {data.batch_tokens:,} tokens; "
+          f"padding {src_pad:.1%} source, {tgt_pad:.1%} target")
+    device = resolve_device(train_config.device)
+    threads = f", {torch.get_num_threads()} threads" if device.type == "cpu" else ""
+    print(f"device: {device}{threads}")

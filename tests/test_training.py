@@ -1,0 +1,86 @@
+"""The public training API (training.py): `aiayn.train_model` trains, resumes, and checks its options."""
+
+import threading
+
+import pytest
+
+import aiayn
+from aiayn import checkpoint
+from aiayn.config import PRESETS, ConfigError
+
+TINY = dict(preset="tiny", train="synthetic:reverse", batch_tokens=512, warmup_steps=10, valid_every=0,
+            bleu_every=0, log_every=1, threads=1)
+
+
+def test_train_model_trains_and_the_run_translates(tmp_path):
+    run = aiayn.train_model(tmp_path / "run", max_steps=6, save_every=3, **TINY)
+    assert isinstance(run, aiayn.TrainingRun)
+    assert (run.step, run.stopped_by) == (6, None)
+    assert run.checkpoint == checkpoint.step_path(tmp_path / "run", 6) and run.checkpoint.is_dir()
+    assert run.metrics["loss"] > 0
+    ck = checkpoint.load(run.checkpoint)
+    assert ck.model.config.d_model == PRESETS["tiny"]["d_model"]
+    assert ck.train.max_steps == 6 and ck.data.train == "synthetic:reverse"
+    translation = aiayn.load_translator(run.run_dir).translate(["abc"])[0]
+    assert isinstance(translation.text, str)
+
+
+def test_options_override_the_preset_and_the_recipe_file(tmp_path):
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text('preset = "tiny"\n[model]\nd_ff = 96\nn_heads = 2\n[train]\nmax_steps = 2\n')
+    run = aiayn.train_model(tmp_path / "run", config=recipe, n_heads=4, **{**TINY, "preset": None})
+    config = checkpoint.load(run.checkpoint).model.config
+    assert (config.d_ff, config.n_heads, run.step) == (96, 4, 2)  # file over preset, option over file
+
+
+def test_resume_continues_the_run(tmp_path):
+    aiayn.train_model(tmp_path / "run", max_steps=3, **TINY)
+    run = aiayn.train_model(tmp_path / "run", resume=True, max_steps=5)
+    assert run.step == 5
+    names = sorted(p.name for p in checkpoint.step_checkpoints(tmp_path / "run"))
+    assert names == ["step_00000003", "step_00000005"]
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(resume=True, d_model=64), "cannot change d_model"),
+    (dict(resume=True, preset="tiny"), "cannot change --preset/--config"),
+    (dict(resume=True, max_steps=3), "has already reached --max-steps 3"),
+])
+def test_resume_refuses_what_it_cannot_do(tmp_path, options, message):
+    aiayn.train_model(tmp_path / "run", max_steps=3, **TINY)
+    with pytest.raises(ConfigError, match=message):
+        aiayn.train_model(tmp_path / "run", **options)
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(max_stpes=3), "unknown training option.s. max_stpes"),
+    (dict(d_model=-8), "d_model=-8"),
+    (dict(preset="huge"), "unknown preset 'huge'"),
+])
+def test_bad_options_fail_before_any_data_is_read(tmp_path, options, message):
+    with pytest.raises(ConfigError, match=message):
+        aiayn.train_model(tmp_path / "run", **{**TINY, "train": "no/such/file", **options})
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_directory_with_checkpoints_needs_resume(tmp_path):
+    aiayn.train_model(tmp_path / "run", max_steps=2, **TINY)
+    with pytest.raises(ConfigError, match="already holds checkpoints"):
+        aiayn.train_model(tmp_path / "run", max_steps=4, **TINY)
+
+
+def test_training_runs_in_a_thread_other_than_the_main_one(tmp_path):
+    """Signals belong to the main thread: a run started from another (a notebook's worker, a
+    server) trains without installing handlers."""
+    result, errors = [], []
+
+    def work():
+        try:
+            result.append(aiayn.train_model(tmp_path / "run", max_steps=2, **TINY))
+        except Exception as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert not errors and result[0].step == 2
