@@ -206,6 +206,30 @@ class DecodeConfig:
             raise ConfigError(f"nbest={self.nbest} must be at most beam_size={self.beam_size}")
 
 
+@dataclass(frozen=True)
+class ServeConfig:
+    """How `aiayn serve` listens, gathers requests into batches, and what it accepts."""
+
+    host: str = _opt("127.0.0.1", "address to listen on (0.0.0.0: every interface)", metavar="ADDR")
+    port: int = _opt(8000, "TCP port to listen on", bounds=">= 1")
+    batching: bool = _opt(True, "gather sentences of concurrent requests into one search; "
+                                "--no-batching translates one request at a time")
+    max_batch_tokens: int = _opt(4096, "source tokens of the sentences gathered into one search",
+                                 bounds=">= 1")
+    max_wait_ms: float = _opt(5.0, "how long the first sentence waits for others to share its search",
+                              bounds=">= 0")
+    max_queue: int = _opt(4096, "sentences waiting at most; beyond, requests get 503 and Retry-After",
+                          bounds=">= 1")
+    timeout: float = _opt(60.0, "seconds a request may take; after that it gets 504", bounds="> 0")
+    max_texts: int = _opt(128, "texts in one request at most", bounds=">= 1")
+    max_chars: int = _opt(4000, "characters of one text at most", bounds=">= 1")
+    max_tokens: int = _opt(400, "source tokens of one text at most", bounds=">= 1")
+    max_body_bytes: int = _opt(1 << 20, "bytes of a request body at most (413 beyond)", bounds=">= 1")
+    max_beam_size: int = _opt(16, "largest beam a request may ask for", bounds=">= 1")
+    drain_timeout: float = _opt(30.0, "seconds SIGTERM waits for requests in flight before exiting",
+                                bounds=">= 0")
+
+
 # Presets: the paper's Table 3 models, and CPU-sized ones. Values override ModelConfig defaults.
 PRESETS: dict[str, dict[str, Any]] = {
     "base": dict(n_encoder_layers=6, n_decoder_layers=6, d_model=512, d_ff=2048, n_heads=8,

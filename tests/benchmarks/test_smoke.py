@@ -13,6 +13,8 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
     ("train_speed.py", ["| tiny |"]),
     # CTranslate2 runs in worker processes (ctranslate2_worker.py): its rows come back from them
     ("decode_speed.py", ["| beam 4 | aiayn int8 |", "| beam 4 | ctranslate2 int8 (its default) |"]),
+    # servers on 127.0.0.1, a few requests from 1 and 4 clients
+    ("serve_load.py", ["| aiayn serve | 4 |", "| aiayn serve --no-batching | 4 |", "| offline"]),
 ])
 def test_benchmark_smoke_mode_runs(script, expect):
     done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--smoke"], capture_output=True,

@@ -20,6 +20,7 @@ from aiayn.cli import (
     info,
     plot,
     prepare,
+    serve,
     train,
     translate,
 )
@@ -27,7 +28,7 @@ from aiayn.errors import AiaynError
 
 COMMANDS = {"prepare": prepare, "train": train, "translate": translate, "evaluate": evaluate,
             "average": average, "attention": attention, "plot": plot, "experiments": experiments,
-            "convert": convert, "export": export, "info": info}
+            "convert": convert, "export": export, "info": info, "serve": serve}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,243 @@
+"""Load on `aiayn serve`: concurrent single-sentence clients against the server with batching across
+requests, the same server translating one request at a time (--no-batching, as OpenNMT-py's,
+LibreTranslate's and marian-server's do), and offline `Translator.translate` on the same
+sentences (the ceiling), side by side in one run. Then, optionally, a soak at 32 clients that
+samples the server's resident memory every 30 s.
+
+    python benchmarks/serve_load.py --model runs/quickstart              # 1, 8, 32, 128 clients
+    python benchmarks/serve_load.py --model runs/quickstart --soak-minutes 10 --record
+
+Every server listens on 127.0.0.1 only; each level sends a fixed number of requests.
+Targets: at 32 and 128 clients, throughput >= 5x the one-at-a-time server and >= 0.7x the offline
+ceiling with no errors; at 1 client, p50 latency <= the offline single-sentence time + 10 ms;
+soak: resident memory grows < 5% from minute 2 to the end, no errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import torch
+from common import data_dir, parser, record
+
+from aiayn.data.corpora import load_corpus
+from aiayn.translation import load_translator
+
+
+def main() -> None:
+    p = parser(__doc__)
+    p.add_argument("--model", default="runs/quickstart", help="the model to serve (default: runs/quickstart)")
+    p.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 128])
+    p.add_argument("--requests", type=int, default=512, help="requests per level (default: 512)")
+    p.add_argument("--threads", type=int, default=2, help="the server's torch threads (default: 2)")
+    p.add_argument("--soak-minutes", type=float, default=0, help="soak at 32 clients (default: none)")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    with contextlib.ExitStack() as stack:
+        if args.smoke:
+            model = stack.enter_context(tempfile.TemporaryDirectory()) + "/run"
+            _train_tiny(model)
+            sentences = load_corpus("synthetic:copy", "", "").source[:64]
+            args.clients, args.requests = [1, 4], 16
+        else:
+            data_dir()
+            model = args.model
+            sentences = load_corpus("multi30k:test_2016_flickr", "en", "de").source
+        rows, notes = run_levels(model, sentences, args)
+        table = _table(rows)
+        if args.soak_minutes:
+            soak = run_soak(model, sentences, args.soak_minutes, args.threads)
+            table += "\n\n" + soak
+    print(table)
+    print(notes)
+    if args.record:
+        record("Serving under load: batching across requests vs one at a time vs offline", table, notes)
+
+
+def run_levels(model: str, sentences: list[str], args) -> tuple[list[dict], str]:
+    translator = load_translator(model, device="cpu", threads=args.threads)
+    translator.translate(sentences[:64])  # warm
+    wanted = [sentences[i % len(sentences)] for i in range(args.requests)]
+    started = time.perf_counter()
+    offline = translator.translate(wanted)
+    offline_s = time.perf_counter() - started
+    tokens = sum(len(t.tokens) for t in offline)
+    singles = []
+    for s in sentences[:50]:
+        started = time.perf_counter()
+        translator.translate([s])
+        singles.append(time.perf_counter() - started)
+    single = statistics.median(singles)
+    rows = [{"system": "offline Translator.translate (ceiling)", "clients": "-",
+             "sent_s": len(wanted) / offline_s, "tok_s": tokens / offline_s,
+             "p50": None, "p95": None, "p99": None, "errors": 0}]
+    del translator
+    for batching in (True, False):
+        with serve(model, args.threads, batching) as url:
+            for clients in args.clients:
+                result = asyncio.run(load(url, wanted, clients))
+                rows.append({"system": "aiayn serve" + ("" if batching else " --no-batching"),
+                             "clients": clients, **result})
+    notes = _verdicts(rows, len(wanted) / offline_s, single)
+    return rows, notes
+
+
+async def load(url: str, sentences: list[str], clients: int) -> dict:
+    """Send each sentence as one request from `clients` concurrent clients; -> throughput, latency."""
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    for s in sentences:
+        queue.put_nowait(s)
+    latencies, errors, output_tokens = [], 0, 0
+    before = await _tokens_so_far(url)
+
+    async def client() -> None:
+        nonlocal errors
+        async with httpx.AsyncClient(timeout=300, limits=httpx.Limits(max_connections=1)) as http:
+            while not queue.empty():
+                sentence = queue.get_nowait()
+                started = time.perf_counter()
+                answer = await http.post(f"{url}/v1/translate", json={"text": sentence})
+                latencies.append(time.perf_counter() - started)
+                errors += answer.status_code != 200
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    wall = time.perf_counter() - started
+    output_tokens = await _tokens_so_far(url) - before
+    q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else latencies * 99
+    return {"sent_s": len(sentences) / wall, "tok_s": output_tokens / wall, "p50": q[49], "p95": q[94],
+            "p99": q[98], "errors": errors}
+
+
+def run_soak(model: str, sentences: list[str], minutes: float, threads: int) -> str:
+    """32 clients for `minutes`; the server's resident memory every 30 s."""
+    samples, errors, answered = [], 0, 0
+    with serve(model, threads, True) as url:
+        pid = server_pids[url]
+        end = time.monotonic() + minutes * 60
+
+        async def soak() -> None:
+            nonlocal errors, answered
+            async def client(i: int) -> None:
+                nonlocal errors, answered
+                async with httpx.AsyncClient(timeout=300) as http:
+                    n = i
+                    while time.monotonic() < end:
+                        text = sentences[n % len(sentences)]
+                        answer = await http.post(f"{url}/v1/translate", json={"text": text})
+                        errors += answer.status_code != 200
+                        answered += 1
+                        n += 32
+
+            async def sampler() -> None:
+                started = time.monotonic()
+                while time.monotonic() < end:
+                    samples.append((time.monotonic() - started, _rss_mib(pid)))
+                    await asyncio.sleep(min(30, max(end - time.monotonic(), 0)))
+                samples.append((time.monotonic() - started, _rss_mib(pid)))
+
+            await asyncio.gather(sampler(), *(client(i) for i in range(32)))
+
+        asyncio.run(soak())
+    after_2 = [rss for t, rss in samples if t >= 120] or [samples[-1][1]]
+    growth = (samples[-1][1] - after_2[0]) / after_2[0]
+    lines = ["| minute | server resident memory (MiB) |", "|---|---|"]
+    lines += [f"| {t / 60:.1f} | {rss:,.0f} |" for t, rss in samples]
+    verdict = "met" if growth < 0.05 and errors == 0 else "not met"
+    lines.append(f"\nSoak: {minutes:g} min at 32 clients, {answered:,} requests, {errors} errors; resident "
+                 f"memory {growth:+.1%} from minute 2 to the end (target < 5%, no errors: {verdict}).")
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def serve(model: str, threads: int, batching: bool) -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [sys.executable, "-m", "aiayn", "serve", model, "--host", "127.0.0.1", "--port", str(port),
+               "--threads", str(threads), "--device", "cpu", "--max-queue", "100000"]
+    server = subprocess.Popen(command + ([] if batching else ["--no-batching"]))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the server did not start: {' '.join(command)}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{url}/ready").status_code == 200:
+                    break
+            time.sleep(0.2)
+        server_pids[url] = server.pid
+        yield url
+    finally:
+        server.terminate()
+        server.wait(60)
+
+
+server_pids: dict[str, int] = {}
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def _tokens_so_far(url: str) -> float:
+    async with httpx.AsyncClient() as http:
+        text = (await http.get(f"{url}/metrics")).text
+    return next(float(line.split()[-1]) for line in text.splitlines()
+                if line.startswith("aiayn_output_tokens_total"))
+
+
+def _table(rows: list[dict]) -> str:
+    ms = lambda x: "-" if x is None else f"{x * 1000:,.0f}"  # noqa: E731
+    lines = ["| system | clients | sentences/s | output tokens/s | p50 ms | p95 ms | p99 ms | errors |",
+             "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['system']} | {r['clients']} | {r['sent_s']:,.1f} | {r['tok_s']:,.0f} | {ms(r['p50'])} | "
+              f"{ms(r['p95'])} | {ms(r['p99'])} | {r['errors']} |" for r in rows]
+    return "\n".join(lines)
+
+
+def _verdicts(rows: list[dict], ceiling: float, single: float) -> str:
+    on = {r["clients"]: r for r in rows if r["system"] == "aiayn serve"}
+    off = {r["clients"]: r for r in rows if r["system"] == "aiayn serve --no-batching"}
+    notes = [f"Offline ceiling {ceiling:,.1f} sentences/s; offline single sentence "
+             f"{single * 1000:,.1f} ms (median)."]
+    for c in sorted(on):
+        if c in off and c != 1:
+            ratio_off, ratio_ceiling = on[c]["sent_s"] / off[c]["sent_s"], on[c]["sent_s"] / ceiling
+            target = c in (32, 128)
+            met = ratio_off >= 5 and ratio_ceiling >= 0.7 and on[c]["errors"] == 0
+            verdict = f" (target >= 5x and >= 0.7x, no errors: {'met' if met else 'not met'})"
+            notes.append(f"- {c} clients: {ratio_off:.2f}x the one-at-a-time server, {ratio_ceiling:.2f}x "
+                         f"the offline ceiling, {on[c]['errors']} errors{verdict if target else ''}.")
+    if 1 in on:
+        p50 = on[1]["p50"]
+        met = p50 <= single + 0.010
+        notes.append(f"- 1 client: p50 {p50 * 1000:,.1f} ms against the offline single sentence + 10 ms = "
+                     f"{(single + 0.010) * 1000:,.1f} ms ({'met' if met else 'not met'}).")
+    return "\n".join(notes)
+
+
+def _train_tiny(out: str) -> None:
+    from aiayn.training import train_model
+
+    with contextlib.redirect_stdout(sys.stderr):
+        train_model(out, preset="tiny", train="synthetic:copy", max_steps=5, batch_tokens=512, valid_every=0,
+                    bleu_every=0, threads=1)
+
+
+if __name__ == "__main__":
+    main()

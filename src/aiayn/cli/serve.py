@@ -1,0 +1,62 @@
+"""`aiayn serve`: serve models over HTTP, batching sentences across requests."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from aiayn import config as cfg
+from aiayn.cli.options import add_config_options, add_inference_options, given
+
+API_KEYS_VARIABLE = "AIAYN_API_KEYS"
+
+
+def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
+    p = commands.add_parser(
+        name, help="serve models over HTTP",
+        description="Serve one or more models over HTTP (each known by its language pair): "
+                    "POST /v1/translate (aiayn's API: n-best lists, attention), POST /translate and "
+                    "GET /languages (LibreTranslate's API), GET /health, /ready, /metrics (Prometheus), "
+                    "/docs (OpenAPI) and a web page at /. Sentences of concurrent requests are searched "
+                    "together. SIGTERM or Ctrl-C finishes the requests in flight, then exits. Needs the "
+                    "serve extra: pip install -e \".[serve]\"")
+    p.add_argument("models", nargs="+", metavar="MODEL",
+                   help="checkpoint, run directory, Marian directory or CTranslate2 export; one per "
+                        "language pair")
+    p.add_argument("--api-key", action="append", default=[], metavar="KEY",
+                   help=f"accept requests with this key only (repeatable; also the environment variable "
+                        f"{API_KEYS_VARIABLE}, keys separated by commas); default: no key needed")
+    add_config_options(p, cfg.ServeConfig, "service")
+    add_inference_options(p, exclude=("batch_size", "batch_by", "seed", "temperature", "top_k"))
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from aiayn.serve.app import create_app
+    except ImportError as e:
+        raise ImportError(f"aiayn serve needs the serve extra ({e.name} is missing): "
+                          "pip install -e \".[serve]\"") from None
+    from aiayn.translation import load_translator
+
+    config = cfg.build(cfg.ServeConfig, given(args, cfg.ServeConfig), "command line")
+    keys = list(args.api_key) + [k for k in os.environ.get(API_KEYS_VARIABLE, "").split(",") if k.strip()]
+    options = given(args, cfg.DecodeConfig)
+    compile_ = options.pop("compile", False)
+    translators = []
+    for path in args.models:
+        translators.append(load_translator(path, engine=args.engine, device=args.device, dtype=args.dtype,
+                                           int8=args.int8, compile=compile_, threads=args.threads,
+                                           compute_type=args.compute_type, **options))
+        print(f"loaded {path}: {translators[-1].src_lang}->{translators[-1].tgt_lang}, "
+              f"{translators[-1].description}", flush=True)
+    try:
+        app = create_app(translators, config, [k.strip() for k in keys])
+    except ValueError as e:
+        raise cfg.ConfigError(str(e)) from None
+    print(f"serving on http://{config.host}:{config.port} (page /, API docs /docs); /ready answers once "
+          "the models are warmed up", flush=True)
+    uvicorn.run(app, host=config.host, port=config.port, timeout_graceful_shutdown=config.drain_timeout,
+                log_level="warning")
+    return 0

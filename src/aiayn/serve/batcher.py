@@ -1,0 +1,157 @@
+"""Batching across requests: the sentences of concurrent requests are searched together.
+
+A request puts its sentences in the queue (`submit`) and awaits their futures. One task (`run`)
+takes the oldest sentence and gathers the others waiting with the same search (language pair
+and options), oldest first, until they hold `max_batch_tokens` source tokens, or the first has
+waited `max_wait_ms`, or no other request is on its way (`arriving`: one client alone never
+waits); the search runs in a worker thread, so the event loop keeps accepting
+requests while the model computes, and the next batch gathers meanwhile. A sentence whose
+request gave up (a timeout, a client gone) leaves the queue unsearched. The search of a sentence
+does not depend on which others share its batch (decoding/translator.py), so a sentence served
+here gets what `aiayn translate` gives it. Without batching, one request is searched at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiayn.config import ServeConfig
+from aiayn.translation import Translation, Translator
+
+
+class QueueFull(Exception):
+    """More sentences are waiting than the server accepts (`max_queue`)."""
+
+
+@dataclass(frozen=True)
+class Search:
+    """What a sentence asks for; sentences are batched only with others asking the same."""
+
+    pair: tuple[str, str]  # (source, target) language
+    options: tuple[tuple[str, Any], ...] = ()  # DecodeConfig fields set by the request, sorted
+    attention: bool = False
+
+
+@dataclass
+class _Waiting:
+    text: str
+    tokens: int  # source tokens, for the batch's budget
+    search: Search
+    request: int
+    future: asyncio.Future = field(repr=False)
+    since: float = 0.0  # event-loop time it arrived
+
+
+@dataclass
+class BatchStats:
+    """What one search did, for the metrics."""
+
+    sentences: int
+    requests: int
+    output_tokens: int
+    seconds: float
+
+
+class Batcher:
+    """Gathers sentences into searches and runs them on `executor` (one worker: the model's threads
+    are the parallelism). `on_batch` is told about each search; `queued` is how many sentences wait."""
+
+    def __init__(self, translators: dict[tuple[str, str], Translator], config: ServeConfig,
+                 executor: Executor, on_batch: Callable[[BatchStats], None] = lambda stats: None) -> None:
+        self.translators, self.config, self.executor, self.on_batch = translators, config, executor, on_batch
+        self._queue: collections.deque[_Waiting] = collections.deque()
+        self._arrived = asyncio.Event()
+        self._requests = itertools.count()
+        self.arriving = 0  # requests received and not yet submitted (the server counts them)
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    def submit(self, texts: list[str], tokens: list[int], search: Search) -> list[asyncio.Future]:
+        """Queue one request's sentences; -> a future per sentence, resolving to its Translation.
+        Cancel the futures to withdraw the sentences still waiting."""
+        self._drop_withdrawn()
+        if len(self._queue) + len(texts) > self.config.max_queue:
+            raise QueueFull(f"{len(self._queue):,} sentences are waiting (at most {self.config.max_queue:,})")
+        loop, request = asyncio.get_running_loop(), next(self._requests)
+        waiting = [_Waiting(text, n, search, request, loop.create_future(), loop.time())
+                   for text, n in zip(texts, tokens, strict=True)]
+        self._queue.extend(waiting)
+        self._arrived.set()
+        return [w.future for w in waiting]
+
+    async def run(self) -> None:
+        """Search batch after batch, for ever (cancel the task to stop)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = await self._next_batch()
+            started = time.perf_counter()
+            search = batch[0].search
+            try:
+                results = await loop.run_in_executor(self.executor, self._translate, search,
+                                                     [w.text for w in batch])
+            except Exception as e:  # noqa: BLE001 - handed to the requests, which answer 500
+                for w in batch:
+                    if not w.future.done():
+                        w.future.set_exception(e)
+                continue
+            for w, result in zip(batch, results, strict=True):
+                if not w.future.done():
+                    w.future.set_result(result)
+            self.on_batch(BatchStats(len(batch), len({w.request for w in batch}),
+                                     sum(len(r.tokens) for r in results), time.perf_counter() - started))
+
+    def _translate(self, search: Search, texts: list[str]) -> list[Translation]:
+        return self.translators[search.pair].translate(texts, attention=search.attention,
+                                                       **dict(search.options))
+
+    async def _next_batch(self) -> list[_Waiting]:
+        """The next sentences to search together: the oldest waiting, and what may join it."""
+        loop = asyncio.get_running_loop()
+        while True:
+            self._drop_withdrawn()
+            if not self._queue:
+                self._arrived.clear()
+                await self._arrived.wait()
+                continue
+            first = self._queue[0]
+            if not self.config.batching:
+                return self._take(lambda w, request=first.request: w.request == request)
+            left = first.since + self.config.max_wait_ms / 1000 - loop.time()
+            tokens = sum(w.tokens for w in self._queue if w.search == first.search)
+            if left <= 0 or tokens >= self.config.max_batch_tokens or self.arriving <= 0:
+                budget = self.config.max_batch_tokens
+                return self._take(lambda w, search=first.search: w.search == search, budget)
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), left)
+            except TimeoutError:
+                pass
+
+    def _take(self, joins: Callable[[_Waiting], bool], budget: int | None = None) -> list[_Waiting]:
+        """Remove and return the waiting sentences that `joins` accepts, oldest first, within `budget`
+        source tokens (the first is taken whatever its size). Those left out for the budget are due:
+        they go in the next search without waiting for others."""
+        taken, kept, tokens = [], collections.deque(), 0
+        for w in self._queue:
+            if joins(w) and (not taken or budget is None or tokens + w.tokens <= budget):
+                taken.append(w)
+                tokens += w.tokens
+            else:
+                if joins(w):
+                    w.since = float("-inf")
+                kept.append(w)
+        self._queue = kept
+        return taken
+
+    def _drop_withdrawn(self) -> None:
+        if any(w.future.done() for w in self._queue):
+            self._queue = collections.deque(w for w in self._queue if not w.future.done())

@@ -1,0 +1,127 @@
+// The page's logic: ask /v1/translate for a translation with its n-best list and attention, and
+// draw the encoder-decoder attention of the chosen layer and head as a heat map.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+let current = null; // the last translation, with its attention
+
+async function loadModels() {
+  const response = await fetch("/v1/models");
+  const info = await response.json();
+  for (const m of info.models) {
+    const option = document.createElement("option");
+    option.value = `${m.source}:${m.target}`;
+    option.textContent = `${m.source} → ${m.target}`;
+    $("pair").appendChild(option);
+  }
+  $("beam").max = info.max_beam_size;
+  $("nbest").max = info.max_beam_size;
+  if (info.models.length) $("beam").value = info.models[0].beam_size;
+  $("key-label").hidden = !info.api_key_required;
+}
+
+function setStatus(text, isError = false) {
+  $("status").textContent = text;
+  $("status").className = isError ? "error" : "";
+}
+
+async function translate(event) {
+  event.preventDefault();
+  const [source, target] = $("pair").value.split(":");
+  const beam = Number($("beam").value);
+  const nbest = Math.min(Number($("nbest").value), beam);
+  const headers = { "Content-Type": "application/json" };
+  if ($("key").value) headers["X-API-Key"] = $("key").value;
+  setStatus("translating…");
+  $("translate").disabled = true;
+  try {
+    const response = await fetch("/v1/translate", {
+      method: "POST", headers,
+      body: JSON.stringify({ text: $("text").value, source, target, beam_size: beam, nbest, attention: true }),
+    });
+    const answer = await response.json();
+    if (!response.ok) throw new Error(answer.error || response.statusText);
+    show(answer.translations[0], target);
+    setStatus("");
+  } catch (error) {
+    setStatus(error.message, true);
+  } finally {
+    $("translate").disabled = false;
+  }
+}
+
+function scoreSpan(score) {
+  const span = document.createElement("span");
+  span.className = "score";
+  span.textContent = score.toFixed(3);
+  return span;
+}
+
+function show(t, target) {
+  current = t;
+  $("result").hidden = false;
+  $("translation").textContent = t.text;
+  $("translation").lang = target;
+  $("translation").appendChild(scoreSpan(t.score));
+  $("alternatives").replaceChildren(...t.alternatives.map((a) => {
+    const li = document.createElement("li");
+    li.textContent = a.text;
+    li.appendChild(scoreSpan(a.score));
+    return li;
+  }));
+  const attention = t.attention;
+  $("layer").replaceChildren();
+  $("head").replaceChildren();
+  if (!attention) { $("heatmap").replaceChildren(); return; }
+  attention.cross.forEach((_, i) => $("layer").add(new Option(`${i + 1}`, i)));
+  attention.cross[0].forEach((_, i) => $("head").add(new Option(`${i + 1}`, i)));
+  $("layer").value = attention.cross.length - 1;
+  draw();
+}
+
+function piece(p) { return p.replace(/^▁/, "␣"); }
+
+function draw() {
+  const a = current && current.attention;
+  if (!a) return;
+  const weights = a.cross[Number($("layer").value)][Number($("head").value)];
+  const table = document.createElement("table");
+  table.className = "heat";
+  const head = table.createTHead().insertRow();
+  head.appendChild(document.createElement("th"));
+  for (const s of a.source) {
+    const th = document.createElement("th");
+    th.textContent = piece(s);
+    head.appendChild(th);
+  }
+  const body = table.createTBody();
+  weights.forEach((row, t) => {
+    const tr = body.insertRow();
+    const th = document.createElement("th");
+    th.textContent = piece(a.target[t]);
+    tr.appendChild(th);
+    row.forEach((w, s) => {
+      const td = tr.insertCell();
+      td.style.background = `rgba(20, 80, 200, ${w})`;
+      td.title = `${piece(a.target[t])} → ${piece(a.source[s])}: ${w.toFixed(3)}`;
+    });
+    tr.addEventListener("mouseenter", () => focus(table, tr, t, row));
+  });
+  $("heatmap").replaceChildren(table);
+}
+
+function focus(table, tr, t, row) {
+  const a = current.attention;
+  table.querySelectorAll(".focus").forEach((e) => e.classList.remove("focus"));
+  tr.classList.add("focus");
+  const strongest = row.map((w, s) => [w, s]).sort((x, y) => y[0] - x[0])
+    .filter(([w], i) => i === 0 || (i < 3 && w >= 0.05)); // the strongest, and others that count
+  strongest.forEach(([, s]) => table.tHead.rows[0].cells[s + 1].classList.add("focus"));
+  $("focus").textContent = `"${piece(a.target[t])}" attends most to ` +
+    strongest.map(([w, s]) => `"${piece(a.source[s])}" (${w.toFixed(2)})`).join(", ");
+}
+
+$("form").addEventListener("submit", translate);
+$("layer").addEventListener("change", draw);
+$("head").addEventListener("change", draw);
+loadModels().catch((error) => setStatus(`cannot list the models: ${error.message}`, true));

@@ -1,0 +1,118 @@
+"""The batcher alone: which waiting sentences share a search, within the token budget and the wait."""
+
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from aiayn.config import ServeConfig
+from aiayn.decoding.translator import Translation
+from aiayn.serve.batcher import Batcher, QueueFull, Search
+
+
+class Recorder:
+    """A translator that records each search's texts (and options), and can hold the first search."""
+
+    def __init__(self) -> None:
+        self.searches, self.hold = [], threading.Event()
+        self.hold.set()
+
+    def translate(self, texts, attention=False, **options):
+        self.hold.wait(10)
+        self.searches.append((list(texts), options))
+        return [Translation(t.upper(), 0.0, 0.0, [1] * len(t)) for t in texts]
+
+
+def run(config, scenario):
+    recorder = Recorder()
+    executor = ThreadPoolExecutor(1)
+
+    async def main():
+        batcher = Batcher({("en", "de"): recorder}, config, executor)
+        task = asyncio.create_task(batcher.run())
+        try:
+            return await scenario(batcher, recorder)
+        finally:
+            task.cancel()
+
+    try:
+        return asyncio.run(main()), recorder
+    finally:
+        executor.shutdown()
+
+
+EN_DE = Search(("en", "de"))
+
+
+def test_sentences_arriving_within_the_wait_share_one_search():
+    async def scenario(batcher, recorder):
+        batcher.arriving = 1  # a request on its way: the first sentence waits for it
+        first = batcher.submit(["a"], [1], EN_DE)
+        await asyncio.sleep(0.01)
+        batcher.arriving = 0
+        second = batcher.submit(["b", "c"], [1, 1], EN_DE)
+        return [t.text for t in await asyncio.gather(*first, *second)]
+
+    results, recorder = run(ServeConfig(max_wait_ms=500), scenario)
+    assert results == ["A", "B", "C"]
+    assert [texts for texts, _ in recorder.searches] == [["a", "b", "c"]]
+
+
+def test_with_no_other_request_on_its_way_a_sentence_does_not_wait():
+    async def scenario(batcher, recorder):
+        return await asyncio.wait_for(asyncio.gather(*batcher.submit(["a"], [1], EN_DE)), 5)
+
+    _, recorder = run(ServeConfig(max_wait_ms=60_000), scenario)
+    assert [texts for texts, _ in recorder.searches] == [["a"]]
+
+
+def test_a_full_token_budget_starts_the_search_without_waiting_and_the_rest_waits_its_turn():
+    async def scenario(batcher, recorder):
+        batcher.arriving = 5
+        futures = batcher.submit(["a", "b", "c"], [3, 3, 3], EN_DE)
+        return await asyncio.wait_for(asyncio.gather(*futures), 5)  # far less than the 60 s wait
+
+    _, recorder = run(ServeConfig(max_wait_ms=60_000, max_batch_tokens=6), scenario)
+    assert [texts for texts, _ in recorder.searches] == [["a", "b"], ["c"]]
+
+
+def test_only_sentences_asking_the_same_search_are_batched():
+    greedy = Search(("en", "de"), (("beam_size", 1),))
+
+    async def scenario(batcher, recorder):
+        batcher.arriving = 1
+        futures = batcher.submit(["a"], [1], EN_DE) + batcher.submit(["b"], [1], greedy)
+        futures += batcher.submit(["c"], [1], EN_DE)
+        return await asyncio.gather(*futures)
+
+    _, recorder = run(ServeConfig(max_wait_ms=20), scenario)
+    assert recorder.searches == [(["a", "c"], {}), (["b"], {"beam_size": 1})]
+
+
+def test_without_batching_one_request_at_a_time():
+    async def scenario(batcher, recorder):
+        futures = batcher.submit(["a", "b"], [1, 1], EN_DE) + batcher.submit(["c"], [1], EN_DE)
+        return await asyncio.gather(*futures)
+
+    _, recorder = run(ServeConfig(batching=False), scenario)
+    assert [texts for texts, _ in recorder.searches] == [["a", "b"], ["c"]]
+
+
+def test_withdrawn_sentences_are_not_searched_and_a_full_queue_refuses():
+    async def scenario(batcher, recorder):
+        recorder.hold.clear()
+        busy = batcher.submit(["a"], [1], EN_DE)
+        await asyncio.sleep(0.1)  # "a" is being searched; what comes now waits
+        waiting = batcher.submit(["b", "c"], [1, 1], EN_DE)
+        with pytest.raises(QueueFull):
+            batcher.submit(["d"], [1], EN_DE)
+        for f in waiting:
+            f.cancel()
+        later = batcher.submit(["e"], [1], EN_DE)
+        recorder.hold.set()
+        return await asyncio.gather(*busy, *later)
+
+    results, recorder = run(ServeConfig(max_queue=2, max_wait_ms=0), scenario)
+    assert [t.text for t in results] == ["A", "E"]
+    assert [texts for texts, _ in recorder.searches] == [["a"], ["e"]]

@@ -1,0 +1,136 @@
+"""aiayn serve over real HTTP: translations as `aiayn translate` gives them, batching across
+requests, several models, LibreTranslate's API, health, readiness and metrics."""
+
+import asyncio
+import random
+
+import httpx
+import pytest
+
+from aiayn.translation import load_translator
+
+from .conftest import serving
+
+SENTENCES = [" ".join(random.Random(i).choices("abcdefghijklmnopqrstuvwxyz", k=3 + i % 9)) for i in range(24)]
+
+
+@pytest.fixture(scope="module")
+def server(en_de, de_en_run):
+    de_en = load_translator(de_en_run, device="cpu")
+    with serving([en_de, de_en], max_wait_ms=200) as url:
+        yield url
+
+
+def post(url, path, **json):
+    return httpx.post(f"{url}{path}", json=json, timeout=60)
+
+
+def test_health_ready_docs_and_languages(server):
+    assert httpx.get(f"{server}/health").json() == {"status": "ok"}
+    assert httpx.get(f"{server}/ready").json() == {"status": "ready", "models": ["en->de", "de->en"]}
+    assert httpx.get(f"{server}/docs").status_code == 200
+    paths = httpx.get(f"{server}/openapi.json").json()["paths"]
+    assert {"/v1/translate", "/translate", "/languages", "/health", "/ready", "/metrics"} <= set(paths)
+    assert httpx.get(f"{server}/languages").json() == [{"code": "de", "name": "German", "targets": ["en"]},
+                                                       {"code": "en", "name": "English", "targets": ["de"]}]
+
+
+def test_translations_are_those_of_the_translator(server, en_de):
+    expected = en_de.translate(SENTENCES[:6], nbest=2)
+    answer = post(server, "/v1/translate", text=SENTENCES[:6], source="en", target="de", nbest=2, beam_size=4)
+    assert answer.status_code == 200
+    got = answer.json()["translations"]
+    assert [t["text"] for t in got] == [t.text for t in expected]
+    assert [t["score"] for t in got] == pytest.approx([t.score for t in expected])
+    assert [[a["text"] for a in t["alternatives"]] for t in got] == [[a.text for a in t.alternatives]
+                                                                    for t in expected]
+    one = post(server, "/v1/translate", text=SENTENCES[0], source="en", target="de").json()["translations"]
+    assert [t["text"] for t in one] == [expected[0].text]
+
+
+def test_concurrent_requests_share_searches_and_get_what_they_would_alone(server, en_de):
+    """Batch invariance: each sentence, sent on its own by one of many concurrent clients, gets the
+    translation that the offline translator gives it among all the others."""
+    expected = [t.text for t in en_de.translate(SENTENCES)]
+    before = _metric(server, "aiayn_batch_requests_sum"), _metric(server, "aiayn_batch_requests_count")
+
+    async def send_all():
+        async with httpx.AsyncClient(timeout=60) as client:
+            answers = await asyncio.gather(*(client.post(f"{server}/v1/translate", json={
+                "text": s, "source": "en", "target": "de"}) for s in SENTENCES))
+        return [a.json()["translations"][0]["text"] for a in answers]
+
+    assert asyncio.run(send_all()) == expected
+    requests = _metric(server, "aiayn_batch_requests_sum") - before[0]
+    searches = _metric(server, "aiayn_batch_requests_count") - before[1]
+    assert requests == len(SENTENCES) and searches < len(SENTENCES)  # some searches served several
+
+
+def test_each_model_by_its_language_pair(server):
+    de_en = post(server, "/v1/translate", text="a b c", source="de", target="en").json()
+    assert (de_en["source"], de_en["target"]) == ("de", "en")
+    assert post(server, "/v1/translate", text="a b c", target="en").json()["source"] == "de"
+    unknown = post(server, "/v1/translate", text="a b c", source="fr", target="en")
+    assert unknown.status_code == 400 and "no model translates fr->en" in unknown.json()["error"]
+    both = post(server, "/v1/translate", text="a b c")
+    assert both.status_code == 400 and "give source and target" in both.json()["error"]
+
+
+def test_attention_comes_on_request(server, en_de):
+    answer = post(server, "/v1/translate", text="a b c d", source="en", target="de", attention=True).json()
+    t = answer["translations"][0]
+    view = en_de.translate(["a b c d"], attention=True)[0].attention
+    cross = t["attention"]["cross"]
+    assert t["attention"]["source"] == view.source and t["attention"]["target"] == view.target_out
+    assert (len(cross), len(cross[0]), len(cross[0][0]), len(cross[0][0][0])) == (
+        len(view.maps["cross"]), *view.maps["cross"][0].shape)
+    assert sum(cross[-1][0][0]) == pytest.approx(1, abs=1e-3)
+    assert "attention" not in post(server, "/v1/translate", text="a b", target="de").json()["translations"][0]
+
+
+def test_libretranslate_api_with_json_and_form_bodies(server, en_de):
+    texts = SENTENCES[:3]
+    expected = en_de.translate(texts, beam_size=4, nbest=3)
+    single = post(server, "/translate", q=texts[0], source="en", target="de").json()
+    assert single == {"translatedText": en_de.translate(texts[:1])[0].text}
+    listed = post(server, "/translate", q=texts, source="en", target="de", alternatives=2).json()
+    assert listed["translatedText"] == [t.text for t in expected]
+    assert listed["alternatives"] == [[a.text for a in t.alternatives] for t in expected]
+    form = httpx.post(f"{server}/translate", data={"q": texts[0], "source": "en", "target": "de"}).json()
+    assert form == single
+    html = post(server, "/translate", q="a", source="en", target="de", format="html")
+    assert html.status_code == 400 and "html format is not supported" in html.json()["error"]
+    missing = httpx.post(f"{server}/translate", data={"source": "en", "target": "de"})
+    assert missing.status_code == 400 and missing.json() == {"error": "Invalid request: missing q parameter"}
+
+
+def test_the_libretranslatepy_client_works_unchanged(server, en_de):
+    libretranslatepy = pytest.importorskip("libretranslatepy")
+    client = libretranslatepy.LibreTranslateAPI(server)
+    assert client.translate("a b c", "en", "de") == en_de.translate(["a b c"])[0].text
+    assert {"code": "en", "name": "English", "targets": ["de"]} in client.languages()
+
+
+def test_metrics_in_prometheus_format(server):
+    post(server, "/v1/translate", text="a b", target="de")
+    text = httpx.get(f"{server}/metrics").text
+    for name in ("aiayn_requests_total", "aiayn_request_seconds_bucket", "aiayn_batch_sentences_bucket",
+                 "aiayn_queue_sentences", "aiayn_output_tokens_per_second", "aiayn_output_tokens_total"):
+        assert name in text, name
+    assert 'aiayn_requests_total{endpoint="/v1/translate",status="200"}' in text
+    assert _metric(server, "aiayn_output_tokens_per_second") > 0
+
+
+def test_the_web_page_and_its_files_are_served(server):
+    page = httpx.get(f"{server}/")
+    assert page.status_code == 200 and "<textarea" in page.text and "/static/app.js" in page.text
+    script = httpx.get(f"{server}/static/app.js")
+    assert script.status_code == 200 and "fetch(\"/v1/translate\"" in script.text
+    assert "http" not in page.text + script.text  # everything from this server: no CDN
+
+
+def _metric(url, name):
+    for line in httpx.get(f"{url}/metrics").text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in /metrics")
