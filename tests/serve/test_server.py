@@ -134,3 +134,16 @@ def _metric(url, name):
         if line.startswith(name + " ") or line.startswith(name + "{"):
             return float(line.rsplit(" ", 1)[1])
     raise AssertionError(f"{name} not in /metrics")
+
+
+def test_the_readme_curl_example(server):
+    import json
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    body = re.search(r"curl -s localhost:8000/v1/translate .*?-d '(.*?)'", readme, re.S)[1]
+    answer = httpx.post(f"{server}/v1/translate", json=json.loads(body), timeout=60)
+    assert answer.status_code == 200
+    translations = answer.json()["translations"]
+    assert len(translations) == 1 and len(translations[0]["alternatives"]) == 1

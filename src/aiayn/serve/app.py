@@ -286,8 +286,10 @@ async def _results(request: Request, futures: list[asyncio.Future], timeout: flo
 
 
 async def _client_gone(request: Request) -> None:
-    while not await request.is_disconnected():
-        await asyncio.sleep(0.05)
+    """Returns when the client closes the connection: once the body is read, the next message the
+    server gets for the request is that one (no polling)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _libretranslate_body(request: Request) -> LibreTranslateRequest:
