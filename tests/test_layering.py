@@ -30,7 +30,7 @@ ALLOWED = {
     "model": {"config", "errors"},
     "decoding": {"config", "errors", "model", "data", "tokenizer"},
     "checkpoint": {"config", "errors", "files", "model", "tokenizer"},
-    "data": {"config", "errors", "tokenizer"},
+    "data": {"config", "errors", "files", "tokenizer"},
     "tokenizer": {"errors"},
     "config": {"errors"},
     "files": {"errors"},

@@ -102,3 +102,26 @@ def test_gzip_cut_short_is_a_data_error_naming_the_file(tmp_path):
     path = write(tmp_path / "cut.en.gz", gzip.compress(b"a line\n" * 1000)[:-20])
     with pytest.raises(DataError, match=f"{path}: cannot read"):
         read_lines(path)
+
+
+@pytest.mark.parametrize("src_lines, tgt_lines", [(3, 5), (5, 3)])
+def test_streamed_parallel_files_of_different_lengths_fail_with_both_counts(tmp_path, src_lines, tgt_lines):
+    from aiayn.data.corpora import iter_pairs
+
+    (tmp_path / "t.en").write_text("a\n" * src_lines)
+    (tmp_path / "t.de").write_text("b\n" * tgt_lines)
+    pairs = iter_pairs(str(tmp_path / "t"), "en", "de")
+    assert [next(pairs) for _ in range(3)] == [("a", "b")] * 3  # read as needed
+    with pytest.raises(DataError, match=f"t.en has {src_lines} lines, .*t.de has {tgt_lines} lines"):
+        list(pairs)
+
+
+def test_streamed_pairs_are_those_loaded_whole(tmp_path):
+    from aiayn.data.corpora import iter_pairs
+
+    (tmp_path / "t.tsv").write_text("a b\tx y\nc\tz\n")
+    corpus = load_corpus(str(tmp_path / "t.tsv"), "en", "de")
+    assert list(iter_pairs(str(tmp_path / "t.tsv"), "en", "de")) == [("a b", "x y"), ("c", "z")]
+    assert (corpus.source, corpus.target) == (["a b", "c"], ["x y", "z"])
+    named = load_corpus("synthetic:copy", "", "")
+    assert list(iter_pairs("synthetic:copy", "", "")) == list(zip(named.source, named.target, strict=True))

@@ -38,9 +38,13 @@ class TokenizedCorpus:
                 np.fromiter((len(t) + 1 for t in self.target), np.int64, len(self)))
 
     def summary(self, name: str) -> str:
-        total = len(self) + self.dropped_empty + self.dropped_long
-        return (f"{name}: {len(self):,} of {total:,} pairs kept; dropped {self.dropped_empty:,} "
-                f"with an empty side and {self.dropped_long:,} over the length limit")
+        return summary(name, len(self), self.dropped_empty, self.dropped_long)
+
+
+def summary(name: str, kept: int, dropped_empty: int, dropped_long: int) -> str:
+    """What tokenising a corpus kept and dropped, in one line."""
+    return (f"{name}: {kept:,} of {kept + dropped_empty + dropped_long:,} pairs kept; dropped "
+            f"{dropped_empty:,} with an empty side and {dropped_long:,} over the length limit")
 
 
 def tokenize(corpus: ParallelCorpus, tokenizer: Tokenizer, max_len: int | None = None) -> TokenizedCorpus:

@@ -62,25 +62,47 @@ def decode_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
 
 def read_parallel(src_path: str | Path, tgt_path: str | Path) -> ParallelCorpus:
     """Two files aligned line by line."""
-    source, target = read_lines(src_path), read_lines(tgt_path)
-    if len(source) != len(target):
-        raise DataError(
-            f"parallel files differ in length: {src_path} has {len(source)} lines, "
-            f"{tgt_path} has {len(target)} lines"
-        )
-    return ParallelCorpus(source, target, f"{src_path},{tgt_path}")
+    return _collect(iter_parallel(src_path, tgt_path), f"{src_path},{tgt_path}")
+
+
+def iter_parallel(src_path: str | Path, tgt_path: str | Path) -> Iterator[tuple[str, str]]:
+    """The pairs of two files aligned line by line, read as they are needed; files of different
+    lengths are a DataError (raised when the shorter one ends, with both counts)."""
+    source, target = iter_lines(src_path), iter_lines(tgt_path)
+    count, done = 0, object()
+    while True:
+        s, t = next(source, done), next(target, done)
+        if s is done or t is done:
+            break
+        count += 1
+        yield s, t
+    rest_src = (s is not done) + sum(1 for _ in source)
+    rest_tgt = (t is not done) + sum(1 for _ in target)
+    if rest_src or rest_tgt:
+        raise DataError(f"parallel files differ in length: {src_path} has {count + rest_src} lines, "
+                        f"{tgt_path} has {count + rest_tgt} lines")
 
 
 def read_tsv(path: str | Path) -> ParallelCorpus:
     """One pair per line: source TAB target."""
-    source, target = [], []
-    for number, line in enumerate(read_lines(path), start=1):
+    return _collect(iter_tsv(path), str(path))
+
+
+def iter_tsv(path: str | Path) -> Iterator[tuple[str, str]]:
+    """The pairs of a TSV file (source TAB target), read as they are needed."""
+    for number, line in enumerate(iter_lines(path), start=1):
         columns = line.split("\t")
         if len(columns) != 2:
             raise DataError(f"{path}:{number}: expected 2 tab-separated columns, found {len(columns)}")
-        source.append(columns[0])
-        target.append(columns[1])
-    return ParallelCorpus(source, target, str(path))
+        yield columns[0], columns[1]
+
+
+def _collect(pairs: Iterable[tuple[str, str]], name: str) -> ParallelCorpus:
+    source, target = [], []
+    for s, t in pairs:
+        source.append(s)
+        target.append(t)
+    return ParallelCorpus(source, target, name)
 
 
 def load_corpus(spec: str, src_lang: str, tgt_lang: str) -> ParallelCorpus:
@@ -99,6 +121,20 @@ def load_corpus(spec: str, src_lang: str, tgt_lang: str) -> ParallelCorpus:
         src_path, tgt_path = spec.split(",", 1)
         return read_parallel(src_path, tgt_path)
     return read_parallel(_with_suffix(spec, src_lang), _with_suffix(spec, tgt_lang))
+
+
+def iter_pairs(spec: str, src_lang: str, tgt_lang: str) -> Iterator[tuple[str, str]]:
+    """The pairs `spec` names, read as they are needed: files of any size in bounded memory (named
+    datasets, which are small, are read whole)."""
+    name = spec.partition(":")[0]
+    if name in ("multi30k", "synthetic"):
+        corpus = load_corpus(spec, src_lang, tgt_lang)
+        return zip(corpus.source, corpus.target, strict=True)
+    if spec.endswith((".tsv", ".tsv.gz")):
+        return iter_tsv(spec)
+    if "," in spec:
+        return iter_parallel(*spec.split(",", 1))
+    return iter_parallel(_with_suffix(spec, src_lang), _with_suffix(spec, tgt_lang))
 
 
 def _with_suffix(prefix: str, lang: str) -> Path:
