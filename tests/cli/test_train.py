@@ -208,3 +208,12 @@ def test_help_shows_the_choices_and_ranges_of_every_option(capsys):
                   "--device DEVICE", "--norm-position {post,pre}", "at least 1"):
         assert shown in text, shown
     assert " STR" not in text
+
+
+def test_prepare_learns_from_a_random_sample_of_a_large_corpus(tmp_path, capsys):
+    for lang, word in (("en", "dog"), ("de", "hund")):
+        (tmp_path / f"big.{lang}").write_text("".join(f"{word} {i} {word}s\n" for i in range(50)))
+    assert main(["prepare", "--train", str(tmp_path / "big"), "--vocab-size", "300", "--sample-pairs", "10",
+                 "--out", str(tmp_path / "tok")]) == 0
+    assert "from a random sample of 10 of 50 pairs" in capsys.readouterr().out
+    assert (tmp_path / "tok" / "tokenizer.model").is_file()

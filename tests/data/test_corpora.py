@@ -125,3 +125,15 @@ def test_streamed_pairs_are_those_loaded_whole(tmp_path):
     assert (corpus.source, corpus.target) == (["a b", "c"], ["x y", "z"])
     named = load_corpus("synthetic:copy", "", "")
     assert list(iter_pairs("synthetic:copy", "", "")) == list(zip(named.source, named.target, strict=True))
+
+
+def test_a_sample_of_pairs_is_all_of_them_in_order_when_few_else_k_of_them_by_seed():
+    from aiayn.data.corpora import sample_pairs
+
+    pairs = [(str(i), str(-i)) for i in range(100)]
+    assert sample_pairs(iter(pairs), 100) == (pairs, 100)
+    sample, seen = sample_pairs(iter(pairs), 10, seed=3)
+    assert seen == 100 and len(sample) == 10 and set(sample) <= set(pairs)
+    assert sample == sample_pairs(iter(pairs), 10, seed=3)[0] != sample_pairs(iter(pairs), 10, seed=4)[0]
+    late = sum(int(s) >= 50 for k in range(200) for s, _ in sample_pairs(iter(pairs), 10, seed=k)[0])
+    assert 800 < late < 1200  # the second half of the stream is as likely to be kept as the first

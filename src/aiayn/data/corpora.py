@@ -6,6 +6,7 @@ Bad input fails loudly and precisely: the error names the file and, where it app
 from __future__ import annotations
 
 import gzip
+import random
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -135,6 +136,20 @@ def iter_pairs(spec: str, src_lang: str, tgt_lang: str) -> Iterator[tuple[str, s
     if "," in spec:
         return iter_parallel(*spec.split(",", 1))
     return iter_parallel(_with_suffix(spec, src_lang), _with_suffix(spec, tgt_lang))
+
+
+def sample_pairs(pairs: Iterable[tuple[str, str]], k: int, seed: int = 1
+                 ) -> tuple[list[tuple[str, str]], int]:
+    """A uniform random sample of at most `k` pairs, read in one pass in bounded memory (reservoir
+    sampling); -> (the sample, how many pairs were read). With `k` or fewer pairs, all of them, in
+    order."""
+    rng, sample, seen = random.Random(seed), [], 0
+    for seen, pair in enumerate(pairs, start=1):
+        if len(sample) < k:
+            sample.append(pair)
+        elif (j := rng.randrange(seen)) < k:
+            sample[j] = pair
+    return sample, seen
 
 
 def _with_suffix(prefix: str, lang: str) -> Path:
