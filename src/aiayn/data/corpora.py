@@ -116,26 +116,27 @@ def load_corpus(spec: str, src_lang: str, tgt_lang: str) -> ParallelCorpus:
     if name == "synthetic":
         task, _, part = split.partition(":")
         return synthetic.load(task, part or "train")
-    if spec.endswith((".tsv", ".tsv.gz")):
-        return read_tsv(spec)
-    if "," in spec:
-        src_path, tgt_path = spec.split(",", 1)
-        return read_parallel(src_path, tgt_path)
-    return read_parallel(_with_suffix(spec, src_lang), _with_suffix(spec, tgt_lang))
+    return _collect(*_file_pairs(spec, src_lang, tgt_lang))
 
 
 def iter_pairs(spec: str, src_lang: str, tgt_lang: str) -> Iterator[tuple[str, str]]:
     """The pairs `spec` names, read as they are needed: files of any size in bounded memory (named
     datasets, which are small, are read whole)."""
-    name = spec.partition(":")[0]
-    if name in ("multi30k", "synthetic"):
+    if spec.partition(":")[0] in ("multi30k", "synthetic"):
         corpus = load_corpus(spec, src_lang, tgt_lang)
         return zip(corpus.source, corpus.target, strict=True)
+    return _file_pairs(spec, src_lang, tgt_lang)[0]
+
+
+def _file_pairs(spec: str, src_lang: str, tgt_lang: str) -> tuple[Iterator[tuple[str, str]], str]:
+    """The pairs of the files `spec` names (TSV, SRC_FILE,TGT_FILE or PREFIX), and their name."""
     if spec.endswith((".tsv", ".tsv.gz")):
-        return iter_tsv(spec)
+        return iter_tsv(spec), spec
     if "," in spec:
-        return iter_parallel(*spec.split(",", 1))
-    return iter_parallel(_with_suffix(spec, src_lang), _with_suffix(spec, tgt_lang))
+        src_path, tgt_path = spec.split(",", 1)
+    else:
+        src_path, tgt_path = _with_suffix(spec, src_lang), _with_suffix(spec, tgt_lang)
+    return iter_parallel(src_path, tgt_path), f"{src_path},{tgt_path}"
 
 
 def sample_pairs(pairs: Iterable[tuple[str, str]], k: int, seed: int = 1

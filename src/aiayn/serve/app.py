@@ -31,7 +31,7 @@ from aiayn import __version__
 from aiayn.config import ServeConfig
 from aiayn.serve.batcher import Batcher, QueueFull, Search
 from aiayn.serve.metrics import Metrics
-from aiayn.translation import Translation, Translator, attention_view
+from aiayn.translation import AttentionView, Translation, Translator
 
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "es": "Spanish",
                   "it": "Italian", "nl": "Dutch", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian",
@@ -82,6 +82,7 @@ def create_app(translators: Iterable[Translator], config: ServeConfig | None = N
     metrics = Metrics()
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aiayn-search")
     batcher = Batcher(models, config, executor, metrics.batch)
+    metrics.queue_depth.set_function(lambda: batcher.queued)
     state = {"ready": False}
 
     @contextlib.asynccontextmanager
@@ -143,7 +144,6 @@ def create_app(translators: Iterable[Translator], config: ServeConfig | None = N
             futures = batcher.submit(texts, tokens, Search(pair, tuple(sorted(options.items())), attention))
         except QueueFull as e:
             raise Problem(503, f"the server is busy: {e}; retry later", {"Retry-After": "1"}) from None
-        metrics.queue_depth.set(batcher.queued)
         return await _results(request, futures, config.timeout)
 
     @app.post("/v1/translate", summary="Translate texts; n-best lists and attention on request")
@@ -155,21 +155,23 @@ def create_app(translators: Iterable[Translator], config: ServeConfig | None = N
                  ("length_penalty", body.length_penalty), ("max_output_len", body.max_len))
         options = {k: v for k, v in asked if v is not None}
         if body.nbest is not None and body.beam_size is None:
-            options["beam_size"] = max(body.nbest, models[pair].defaults.beam_size)
-        results = await translate(request, texts, pair, options)
+            options["beam_size"] = _beam_for(models[pair], body.nbest)
+        if body.attention and models[pair].model is None:
+            raise Problem(400, "attention weights come from PyTorch models; this one runs on CTranslate2")
+        results = await translate(request, texts, pair, options, body.attention)
         out = []
         for text, t in zip(texts, results, strict=True):
             item = _translation_json(t)
             if body.attention:
-                item["attention"] = await _attention_json(executor, models[pair], text, t)
+                item["attention"] = _attention_json(t.attention) if text.strip() else None
             out.append(item)
         return {"source": pair[0], "target": pair[1], "translations": out}
 
+    lt_schema = {"schema": LibreTranslateRequest.model_json_schema()}
+
     @app.post("/translate", summary="LibreTranslate's translate: q (a text or a list), source, target",
-              openapi_extra={"requestBody": {"content": {
-                  "application/json": {"schema": LibreTranslateRequest.model_json_schema()},
-                  "application/x-www-form-urlencoded": {"schema": LibreTranslateRequest.model_json_schema()}},
-                  "required": True}})
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/json": lt_schema, "application/x-www-form-urlencoded": lt_schema}}})
     async def libretranslate(request: Request) -> dict[str, Any]:
         body = await _libretranslate_body(request)
         check_key(request, body.api_key)
@@ -179,8 +181,8 @@ def create_app(translators: Iterable[Translator], config: ServeConfig | None = N
         texts = [body.q] if isinstance(body.q, str) else body.q
         options: dict[str, Any] = {}
         if body.alternatives:
-            beam = max(models[pair].defaults.beam_size, body.alternatives + 1)
-            options = {"beam_size": beam, "nbest": body.alternatives + 1}
+            nbest = body.alternatives + 1
+            options = {"beam_size": _beam_for(models[pair], nbest), "nbest": nbest}
         results = await translate(request, texts, pair, options)
         answer: dict[str, Any] = {"translatedText": [t.text for t in results]}
         if body.alternatives:
@@ -213,7 +215,6 @@ def create_app(translators: Iterable[Translator], config: ServeConfig | None = N
 
     @app.get("/metrics", summary="Prometheus metrics")
     async def prometheus() -> Response:
-        metrics.queue_depth.set(batcher.queued)
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     static = resources.files("aiayn.serve") / "static"
@@ -251,6 +252,11 @@ def _pair(models: dict[tuple[str, str], Translator], source: str | None, target:
     if not fits:
         raise Problem(400, f"no model translates {source or '?'}->{target or '?'}; this server has {served}")
     raise Problem(400, f"several models fit ({served}): give source and target")
+
+
+def _beam_for(translator: Translator, nbest: int) -> int:
+    """The beam of a request that asks for `nbest` hypotheses and no beam: the default, or wider."""
+    return max(translator.defaults.beam_size, nbest)
 
 
 def _check_texts(texts: list[str], translator: Translator, config: ServeConfig) -> list[int]:
@@ -338,16 +344,9 @@ def _translation_json(t: Translation) -> dict[str, Any]:
     return {**one(t), "alternatives": [one(a) for a in t.alternatives]}
 
 
-async def _attention_json(executor: ThreadPoolExecutor, translator: Translator, text: str,
-                          t: Translation) -> dict[str, Any] | None:
-    """The encoder-decoder attention of a translation: per layer, per head, (target, source) weights,
-    as `aiayn attention` computes them."""
-    if translator.model is None:
-        raise Problem(400, "attention weights come from PyTorch models; this one runs on CTranslate2")
-    if not text.strip():
-        return None
-    view = await asyncio.get_running_loop().run_in_executor(
-        executor, attention_view, translator.model, translator.tokenizer, text, t)
+def _attention_json(view: AttentionView) -> dict[str, Any]:
+    """The encoder-decoder attention of a translation (computed in its search, as `aiayn attention`
+    computes it): per layer, per head, (target, source) weights."""
     return {"source": view.source, "target": view.target_out,
             "cross": [[[[round(x, 4) for x in row] for row in head] for head in layer.tolist()]
                       for layer in view.maps["cross"]]}

@@ -67,7 +67,7 @@ class Batcher:
                  executor: Executor, on_batch: Callable[[BatchStats], None] = lambda stats: None) -> None:
         self.translators, self.config, self.executor, self.on_batch = translators, config, executor, on_batch
         self._queue: collections.deque[_Waiting] = collections.deque()
-        self._arrived = asyncio.Event()
+        self._submitted = asyncio.Event()
         self._requests = itertools.count()
         self.arriving = 0  # requests received and not yet submitted (the server counts them)
 
@@ -85,7 +85,7 @@ class Batcher:
         waiting = [_Waiting(text, n, search, request, loop.create_future(), loop.time())
                    for text, n in zip(texts, tokens, strict=True)]
         self._queue.extend(waiting)
-        self._arrived.set()
+        self._submitted.set()
         return [w.future for w in waiting]
 
     async def run(self) -> None:
@@ -119,8 +119,8 @@ class Batcher:
         while True:
             self._drop_withdrawn()
             if not self._queue:
-                self._arrived.clear()
-                await self._arrived.wait()
+                self._submitted.clear()
+                await self._submitted.wait()
                 continue
             first = self._queue[0]
             if not self.config.batching:
@@ -130,9 +130,9 @@ class Batcher:
             if left <= 0 or tokens >= self.config.max_batch_tokens or self.arriving <= 0:
                 budget = self.config.max_batch_tokens
                 return self._take(lambda w, search=first.search: w.search == search, budget)
-            self._arrived.clear()
+            self._submitted.clear()
             try:
-                await asyncio.wait_for(self._arrived.wait(), left)
+                await asyncio.wait_for(self._submitted.wait(), left)
             except TimeoutError:
                 pass
 
