@@ -73,7 +73,8 @@ class Batcher:
 
     @property
     def queued(self) -> int:
-        return len(self._queue)
+        """Sentences waiting (not those withdrawn)."""
+        return sum(not w.future.done() for w in self._queue)
 
     def submit(self, texts: list[str], tokens: list[int], search: Search) -> list[asyncio.Future]:
         """Queue one request's sentences; -> a future per sentence, resolving to its Translation.
