@@ -3,10 +3,12 @@
 import threading
 
 import pytest
+import torch
 
 import aiayn
 from aiayn import checkpoint
 from aiayn.config import PRESETS, ConfigError
+from aiayn.data import prepared
 
 TINY = dict(preset="tiny", train="synthetic:reverse", batch_tokens=512, warmup_steps=10, valid_every=0,
             bleu_every=0, log_every=1, threads=1)
@@ -84,3 +86,40 @@ def test_training_runs_in_a_thread_other_than_the_main_one(tmp_path):
     thread.start()
     thread.join()
     assert not errors and result[0].step == 2
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """A data directory `aiayn prepare` made from synthetic:reverse."""
+    out = tmp_path_factory.mktemp("prepared") / "data"
+    tokenizer, _ = prepared.learn_tokenizer("synthetic:reverse", "en", "de", PRESETS["tiny"]["vocab_size"], 1,
+                                            2_000_000)
+    prepared.prepare(out, "synthetic:reverse", None, "en", "de", tokenizer, 256)
+    return out
+
+
+def test_training_from_a_data_directory_makes_the_same_updates_as_from_the_text(tmp_path, data_dir):
+    """The memory-mapped corpus holds the pairs tokenizing the text gives, so the batches, and the
+    weights after them, are the same."""
+    options = {**TINY, "max_steps": 4, "max_len": 6}  # 6 drops some pairs
+    del options["train"]
+    mapped = aiayn.train_model(tmp_path / "mapped", data=str(data_dir), **options)
+    text = aiayn.train_model(tmp_path / "text", train="synthetic:reverse", tokenizer=str(data_dir), **options)
+    a, b = checkpoint.load(mapped.checkpoint), checkpoint.load(text.checkpoint)
+    assert a.data.train == str(data_dir / "train") and a.data.valid == str(data_dir / "valid")
+    for (name, x), y in zip(a.model.state_dict().items(), b.model.state_dict().values(), strict=True):
+        assert torch.equal(x, y), name
+    assert mapped.metrics["loss"] == text.metrics["loss"]
+    resumed = aiayn.train_model(tmp_path / "mapped", resume=True, max_steps=6)
+    assert resumed.step == 6
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(train="synthetic:copy"), "already sets --train"),
+    (dict(tgt_lang="fr"), "already sets --tgt-lang"),
+    (dict(tokenizer="x"), "already sets --tokenizer"),
+])
+def test_a_data_directory_and_what_it_stands_for_are_not_given_together(tmp_path, data_dir, options, message):
+    with pytest.raises(ConfigError, match=message):
+        aiayn.train_model(tmp_path / "run", **{**TINY, "train": None, "data": str(data_dir), **options})
+    assert not (tmp_path / "run").exists()

@@ -96,10 +96,15 @@ class ModelConfig:
 class DataConfig:
     """Where the parallel text comes from and how it is cut into batches."""
 
+    data: str = _opt(
+        "", "data directory from `aiayn prepare`: its tokenizer and tokenized corpora, read through "
+            "memory maps (stands for --train, --valid, --tokenizer and the languages)", metavar="DIR"
+    )
     train: str = _opt(
         "multi30k",
         "training data: multi30k[:SPLIT], synthetic:copy, synthetic:reverse, FILE.tsv[.gz], "
-        "SRC_FILE,TGT_FILE, or PREFIX (reads PREFIX.SRC_LANG and PREFIX.TGT_LANG, plain or .gz)",
+        "SRC_FILE,TGT_FILE, PREFIX (reads PREFIX.SRC_LANG and PREFIX.TGT_LANG, plain or .gz), or a "
+        "tokenized corpus directory (DATA_DIR/train)",
         metavar="SPEC",
     )
     valid: str = _opt(

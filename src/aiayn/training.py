@@ -26,6 +26,7 @@ import torch
 
 from aiayn import checkpoint
 from aiayn import config as cfg
+from aiayn.data import binarized, prepared
 from aiayn.data.batching import TokenizedCorpus, make_batches, padding_fraction, tokenize
 from aiayn.data.corpora import DataError, default_valid, load_corpus
 from aiayn.files import is_run_dir
@@ -109,6 +110,9 @@ def _fresh(out: Path, preset: str | None, config: str | Path | None,
               "paper's base model)")
     if data.tokenizer:
         tokenizer = Tokenizer.load(data.tokenizer)
+    elif binarized.is_corpus_dir(Path(data.train)):
+        raise cfg.ConfigError(f"{data.train} is a tokenized corpus: give its tokenizer with --tokenizer, "
+                              "or the whole data directory with --data")
     else:
         corpus = load_corpus(data.train, data.src_lang, data.tgt_lang)
         if not any(corpus.source) or not any(corpus.target):
@@ -129,9 +133,26 @@ def _recipe(preset: str | None, config: str | Path | None,
     sections = cfg.load_config_file(config) if config else {}
     for name in _SECTIONS:
         sections[name] = {**sections.get(name, {}), **options[name]}
+    if sections["data"].get("data"):
+        sections["data"] = _with_prepared(sections["data"])
     if preset:
         sections["preset"] = preset
     return cfg.recipe(sections, f"{config} and the options" if config else "options")
+
+
+def _with_prepared(data: dict[str, Any]) -> dict[str, Any]:
+    """The data options with those that `data` (a prepared data directory) stands for filled in."""
+    if not isinstance(data["data"], str):
+        return data  # the config's own check names the wrong type
+    found = prepared.load(data["data"])
+    options = found.data_options()
+    clash = [k for k in ("train", "valid", "tokenizer") if k in data]
+    clash += [k for k in ("src_lang", "tgt_lang") if k in data and data[k] != options[k]]
+    if clash:
+        names = ", ".join("--" + k.replace("_", "-") for k in clash)
+        raise cfg.ConfigError(f"--data {data['data']} already sets {names} (from `aiayn prepare`): "
+                              "give one or the other")
+    return {**data, **options}
 
 
 def _check_lengths(model: cfg.ModelConfig, data: cfg.DataConfig) -> None:
@@ -163,10 +184,20 @@ def _resumed(out: Path, preset: str | None, config: str | Path | None,
 
 
 def _tokenized(spec: str, data: cfg.DataConfig, tokenizer: Tokenizer, max_len: int | None
-               ) -> TokenizedCorpus:
-    corpus = load_corpus(spec, data.src_lang, data.tgt_lang)
-    tokenized = tokenize(corpus, tokenizer, max_len)
-    print(tokenized.summary(corpus.name))
+               ) -> TokenizedCorpus | binarized.MappedCorpus:
+    """The corpus `spec` names, tokenized: read through memory maps when it is a tokenized corpus
+    directory, else read and tokenized here."""
+    if binarized.is_corpus_dir(Path(spec)):
+        tokenized = binarized.MappedCorpus(spec, max_len)
+        if tokenized.meta["vocab_size"] != tokenizer.vocab_size:
+            raise DataError(f"{spec} was encoded with a vocabulary of {tokenized.meta['vocab_size']:,} "
+                            f"pieces, the tokenizer has {tokenizer.vocab_size:,}: give the tokenizer it "
+                            "was prepared with (--data DATA_DIR)")
+        name = spec
+    else:
+        corpus = load_corpus(spec, data.src_lang, data.tgt_lang)
+        tokenized, name = tokenize(corpus, tokenizer, max_len), corpus.name
+    print(tokenized.summary(name))
     return tokenized
 
 

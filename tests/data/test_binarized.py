@@ -74,3 +74,16 @@ def test_damage_is_a_data_error_naming_the_file(tmp_path, tokenizer, damage, mes
     damage(tmp_path / "c")
     with pytest.raises(DataError, match=message.replace("(", r"\(")):
         MappedCorpus(tmp_path / "c")
+
+
+def test_a_lower_length_limit_when_reading_drops_what_tokenize_would_drop(tmp_path, tokenizer):
+    pairs = list(zip(SOURCE * 3, TARGET * 3, strict=True))
+    write(tmp_path / "c", pairs, tokenizer)  # no limit on disk
+    for limit in (4, 12, 100):
+        expected = tokenize(ParallelCorpus(*map(list, zip(*pairs, strict=True)), "t"), tokenizer, limit)
+        corpus = MappedCorpus(tmp_path / "c", max_len=limit)
+        assert list(corpus.source) == expected.source and list(corpus.target) == expected.target
+        assert corpus.lengths()[1].tolist() == expected.lengths()[1].tolist()
+        assert corpus.summary("t") == expected.summary("t"), limit
+        assert 0 < len(corpus) < len(pairs) or limit == 100
+        assert corpus.target[-1] == expected.target[-1]

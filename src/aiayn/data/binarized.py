@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from aiayn.data.batching import summary, tokenize
 from aiayn.data.corpora import DataError, ParallelCorpus
@@ -34,10 +35,11 @@ def is_corpus_dir(path: Path) -> bool:
 
 
 def write(out: str | Path, pairs: Iterable[tuple[str, str]], tokenizer: Tokenizer,
-          max_len: int | None = None, chunk: int = CHUNK, force: bool = False) -> MappedCorpus:
+          max_len: int | None = None, chunk: int = CHUNK, force: bool = False,
+          progress: str | None = None) -> MappedCorpus:
     """Encode `pairs` (read once, `chunk` at a time) into the corpus directory `out`, dropping pairs
     with an empty side and pairs longer than `max_len` tokens, as `batching.tokenize` does. The
-    directory appears whole or not at all."""
+    directory appears whole or not at all. `progress`: a bar's description, or None for no bar."""
     dtype = np.uint16 if tokenizer.vocab_size <= np.iinfo(np.uint16).max + 1 else np.uint32
     counts = {"pairs": 0, "dropped_empty": 0, "dropped_long": 0, "source_tokens": 0, "target_tokens": 0}
     with replacing(out, "tokenized corpus", is_corpus_dir, force) as tmp:
@@ -47,12 +49,16 @@ def write(out: str | Path, pairs: Iterable[tuple[str, str]], tokenizer: Tokenize
             for side in SIDES:
                 files[f"{side}.offsets"].write(np.zeros(1, np.int64).tobytes())
             iterator = iter(pairs)
-            while block := list(itertools.islice(iterator, chunk)):
-                _write_block(block, tokenizer, max_len, dtype, files, counts)
+            with tqdm(desc=progress, unit=" pairs", unit_scale=True, disable=progress is None,
+                      leave=False) as bar:
+                while block := list(itertools.islice(iterator, chunk)):
+                    _write_block(block, tokenizer, max_len, dtype, files, counts)
+                    bar.update(len(block))
         finally:
             for f in files.values():
                 f.close()
-        meta = {"format": FORMAT, "dtype": np.dtype(dtype).name, "vocab_size": tokenizer.vocab_size, **counts}
+        meta = {"format": FORMAT, "dtype": np.dtype(dtype).name, "vocab_size": tokenizer.vocab_size,
+                "max_len": max_len, **counts}
         (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return MappedCorpus(out)
 
@@ -75,31 +81,36 @@ def _write_block(block: list[tuple[str, str]], tokenizer: Tokenizer, max_len: in
 
 
 class TokenStore:
-    """One side of a corpus: `store[i]` is sentence i's token ids (a list); `lengths()` all lengths."""
+    """One side of a corpus: `store[i]` is sentence i's token ids (a list); `lengths()` all lengths.
+    `rows`, when given, picks the sentences shown (by their index on disk), in that order."""
 
-    def __init__(self, tokens: np.ndarray, offsets: np.ndarray) -> None:
-        self.tokens, self.offsets = tokens, offsets  # (N tokens,), (pairs + 1,)
+    def __init__(self, tokens: np.ndarray, offsets: np.ndarray, rows: np.ndarray | None = None) -> None:
+        self.tokens, self.offsets, self.rows = tokens, offsets, rows  # (N tokens,), (pairs + 1,), (kept,)
 
     def __len__(self) -> int:
-        return len(self.offsets) - 1
+        return len(self.offsets) - 1 if self.rows is None else len(self.rows)
 
     def __getitem__(self, i: int) -> list[int]:
         if not -len(self) <= i < len(self):
             raise IndexError(i)
         i %= len(self)
+        if self.rows is not None:
+            i = self.rows[i]
         return self.tokens[self.offsets[i]:self.offsets[i + 1]].tolist()
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
 
     def lengths(self) -> np.ndarray:
-        return np.diff(self.offsets)
+        lengths = np.diff(self.offsets)
+        return lengths if self.rows is None else lengths[self.rows]
 
 
 class MappedCorpus:
-    """A corpus directory written by `write`, read through memory maps."""
+    """A corpus directory written by `write`, read through memory maps; with `max_len`, without the
+    pairs longer than that on a side (when it was written with a higher limit, or none)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, max_len: int | None = None) -> None:
         self.path = Path(path)
         meta_path = self.path / META
         try:
@@ -122,6 +133,17 @@ class MappedCorpus:
                                 f"{offsets[-1]:,}, the tokens {len(tokens):,})")
             stores.append(TokenStore(tokens, offsets))
         self.source, self.target = stores
+        written_limit = meta.get("max_len")
+        if max_len is not None and (written_limit is None or written_limit > max_len):
+            self._limit(max_len)
+
+    def _limit(self, max_len: int) -> None:
+        src, tgt = self.source.lengths(), self.target.lengths()
+        rows = np.flatnonzero((src <= max_len) & (tgt <= max_len))
+        if len(rows) < len(src):
+            self.dropped_long += len(src) - len(rows)
+            self.source = TokenStore(self.source.tokens, self.source.offsets, rows)
+            self.target = TokenStore(self.target.tokens, self.target.offsets, rows)
 
     def _map(self, name: str, dtype: np.dtype, count: int) -> np.ndarray:
         path = self.path / name
