@@ -38,7 +38,7 @@ from aiayn.config import DataConfig, TrainConfig, model_config
 from aiayn.data.batching import collate, make_batches, tokenize
 from aiayn.model import Transformer
 from aiayn.model.positional import sinusoids
-from aiayn.train.loop import train_step
+from aiayn.train.loop import Criterion, train_step
 from aiayn.train.optim import make_optimizer
 
 
@@ -99,7 +99,8 @@ def compare(preset: str, batches, vocab_size: int, rounds: int, warmup: int, pea
     train_config = TrainConfig(precision=precision)
     our_opt, ref_opt = make_optimizer(ours, train_config), make_optimizer(reference, train_config)
     batches = [b.to(device) for b in batches]
-    run_ours = lambda b: train_step(ours, [b], our_opt, 1e-4, train_config, config.pad_id, device)  # noqa: E731
+    criterion = Criterion(ours, train_config.label_smoothing, config.pad_id)
+    run_ours = lambda b: train_step(criterion, [b], our_opt, 1e-4, train_config, device)  # noqa: E731
     run_reference = lambda b: reference_step(reference, b, ref_opt, precision)  # noqa: E731
     for b in batches[:warmup]:
         run_ours(b)

@@ -103,8 +103,9 @@ class DataConfig:
     train: str = _opt(
         "multi30k",
         "training data: multi30k[:SPLIT], synthetic:copy, synthetic:reverse, FILE.tsv[.gz], "
-        "SRC_FILE,TGT_FILE, PREFIX (reads PREFIX.SRC_LANG and PREFIX.TGT_LANG, plain or .gz), or a "
-        "tokenized corpus directory (DATA_DIR/train)",
+        "SRC_FILE,TGT_FILE, PREFIX (reads PREFIX.SRC_LANG and PREFIX.TGT_LANG, plain or .gz), "
+        "hf:NAME_OR_PATH[:CONFIG][:SPLIT] (HuggingFace datasets, hub or local files), or a tokenized "
+        "corpus directory (DATA_DIR/train)",
         metavar="SPEC",
     )
     valid: str = _opt(

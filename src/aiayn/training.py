@@ -17,7 +17,9 @@ is this function on the command line.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ from aiayn.data.corpora import DataError, default_valid, load_corpus
 from aiayn.files import is_run_dir
 from aiayn.model import Transformer, parameter_counts
 from aiayn.tokenizer import Tokenizer
+from aiayn.train import distributed
 from aiayn.train.loop import limit_reached, resolve_device, train
 
 __all__ = ["TrainingRun", "train_model"]
@@ -62,10 +65,19 @@ def train_model(out: str | Path, *, resume: bool = False, preset: str | None = N
     """
     out = Path(out)
     sections = _split(options)
+    ranks = distributed.from_environment()
+    with contextlib.ExitStack() as stack:
+        if not ranks.main:  # under torchrun rank 0 speaks for all; errors still reach stderr
+            stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
+        return _train_model(out, resume, preset, config, sections, ranks)
+
+
+def _train_model(out: Path, resume: bool, preset: str | None, config: str | Path | None,
+                 sections: dict[str, dict[str, Any]], ranks: distributed.Ranks) -> TrainingRun:
     if resume:
         model, tokenizer, data, train_config, state = _resumed(out, preset, config, sections)
     else:
-        model, tokenizer, data, train_config = _fresh(out, preset, config, sections)
+        model, tokenizer, data, train_config = _fresh(out, preset, config, sections, ranks)
         state = None
     if train_config.threads:
         torch.set_num_threads(train_config.threads)
@@ -73,9 +85,9 @@ def train_model(out: str | Path, *, resume: bool = False, preset: str | None = N
     if not len(train_data):
         raise DataError(f"no training pair left: {train_data.summary(data.train)}; check the files "
                         "and --max-len")
-    valid_data = _valid(data, tokenizer)
-    _describe(model, train_data, data, train_config)
-    result = train(model, tokenizer, train_data, valid_data, data, train_config, out, state)
+    valid_data = _valid(data, tokenizer) if ranks.main else None
+    _describe(model, train_data, data, train_config, ranks)
+    result = train(model, tokenizer, train_data, valid_data, data, train_config, out, state, ranks)
     return TrainingRun(out, result["step"], checkpoint.step_path(out, result["step"]), result["metrics"],
                        result["stopped_by"])
 
@@ -95,7 +107,7 @@ def _split(options: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _fresh(out: Path, preset: str | None, config: str | Path | None,
-           options: dict[str, dict[str, Any]]):
+           options: dict[str, dict[str, Any]], ranks: distributed.Ranks):
     if checkpoint.step_checkpoints(out):
         raise cfg.ConfigError(f"{out} already holds checkpoints: pass --resume to continue that run, "
                               "or choose another --out")
@@ -113,6 +125,10 @@ def _fresh(out: Path, preset: str | None, config: str | Path | None,
     elif binarized.is_corpus_dir(Path(data.train)):
         raise cfg.ConfigError(f"{data.train} is a tokenized corpus: give its tokenizer with --tokenizer, "
                               "or the whole data directory with --data")
+    elif ranks.world > 1:
+        raise cfg.ConfigError("under torchrun every rank must use one vocabulary: prepare it first "
+                              "(`aiayn prepare --train SPEC --out DATA_DIR`) and pass --data DATA_DIR "
+                              "(or --tokenizer)")
     else:
         corpus = load_corpus(data.train, data.src_lang, data.tgt_lang)
         if not any(corpus.source) or not any(corpus.target):
@@ -211,7 +227,9 @@ def _valid(data: cfg.DataConfig, tokenizer: Tokenizer) -> TokenizedCorpus | None
 
 
 def _describe(model: Transformer, train_data: TokenizedCorpus, data: cfg.DataConfig,
-              train_config: cfg.TrainConfig) -> None:
+              train_config: cfg.TrainConfig, ranks: distributed.Ranks) -> None:
+    if not ranks.main:
+        return
     counts = parameter_counts(model)
     parts = ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in counts.items() if v and k != "total")
     print(f"model: {counts['total'] / 1e6:.2f}M parameters ({parts})")
@@ -222,4 +240,6 @@ def _describe(model: Transformer, train_data: TokenizedCorpus, data: cfg.DataCon
           f"padding {src_pad:.1%} source, {tgt_pad:.1%} target")
     device = resolve_device(train_config.device)
     threads = f", {torch.get_num_threads()} threads" if device.type == "cpu" else ""
-    print(f"device: {device}{threads}")
+    processes = f"; {ranks.world} processes (torchrun), each on its own share of every update" \
+        if ranks.world > 1 else ""
+    print(f"device: {device}{threads}{processes}")

@@ -14,7 +14,7 @@ from aiayn.data.batching import collate, tokenize
 from aiayn.data.corpora import load_corpus
 from aiayn.model import Transformer
 from aiayn.tokenizer import Tokenizer
-from aiayn.train.loop import train_step
+from aiayn.train.loop import Criterion, train_step
 from aiayn.train.optim import make_optimizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -69,7 +69,8 @@ def test_training_step_equals_the_torch_nn_transformer_reference_step():
         b = batches[0]
         assert torch.allclose(ours(b.src, b.tgt_in), reference(b.src, b.tgt_in), atol=1e-5)
     for b in batches:  # two updates: Adam's state must agree too
-        stats = train_step(ours, [b], our_opt, 1e-3, train_config, config.pad_id, torch.device("cpu"))
+        stats = train_step(Criterion(ours, 0.1, config.pad_id), [b], our_opt, 1e-3, train_config,
+                           torch.device("cpu"))
         expected = reference_step(reference, b, ref_opt)
         assert abs(stats["loss"] - expected.item()) < 1e-5
     reference_weights = dict(reference.named_parameters())

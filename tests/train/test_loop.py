@@ -10,7 +10,7 @@ from aiayn.config import DataConfig, TrainConfig, model_config
 from aiayn.data.batching import collate
 from aiayn.decoding import greedy_search
 from aiayn.model import Transformer
-from aiayn.train.loop import train, train_step
+from aiayn.train.loop import Criterion, train, train_step
 from tests.conftest import fails_if_hung
 
 NO_DROPOUT = dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
@@ -74,7 +74,8 @@ def test_gradient_accumulation_equals_one_large_batch(copy_task):
     for batches in ([first, second], [both]):
         model = new_model(tokenizer, **NO_DROPOUT)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-        stats = train_step(model, batches, optimizer, 1.0, config, tokenizer.pad_id, torch.device("cpu"))
+        stats = train_step(Criterion(model, 0.1, tokenizer.pad_id), batches, optimizer, 1.0, config,
+                           torch.device("cpu"))
         models.append((model, stats))
     (m1, s1), (m2, s2) = models
     assert s1["tokens"] == s2["tokens"] and abs(s1["loss"] - s2["loss"]) < 1e-5
@@ -91,8 +92,8 @@ def test_bfloat16_precision_runs_matmuls_in_bfloat16_and_keeps_the_weights_float
         w1 = model.decoder.layers[0].feed_forward.w1
         w1.register_forward_hook(lambda m, i, out, key=precision: matmul_dtypes.update({key: out.dtype}))
         optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-        stats[precision] = train_step(model, [batch], optimizer, 1.0, TrainConfig(precision=precision),
-                                      tokenizer.pad_id, torch.device("cpu"))
+        stats[precision] = train_step(Criterion(model, 0.1, tokenizer.pad_id), [batch], optimizer, 1.0,
+                                      TrainConfig(precision=precision), torch.device("cpu"))
         assert all(p.dtype == torch.float32 for p in model.parameters())
     assert matmul_dtypes == {"auto": torch.float32, "bfloat16": torch.bfloat16}
     assert abs(stats["bfloat16"]["loss"] - stats["auto"]["loss"]) < 0.01 * stats["auto"]["loss"]
@@ -121,7 +122,7 @@ def test_no_training_pair_is_an_error_not_an_endless_loop(copy_task, tmp_path):
     tokenizer, _, _ = copy_task
     empty = TokenizedCorpus([], [], dropped_empty=3)
     with fails_if_hung(), pytest.raises(DataError, match="no training pairs"):
-        next(updates(empty, tokenizer, DataConfig(), TrainConfig(), Position()))
+        next(updates(empty.lengths(), DataConfig(), TrainConfig(), Position()))
     with fails_if_hung(), pytest.raises(DataError, match="no training pairs"):
         train(new_model(tokenizer), tokenizer, empty, None, DataConfig(), TrainConfig(max_steps=1), tmp_path)
 

@@ -8,6 +8,7 @@ import sys
 
 from aiayn import config as cfg
 from aiayn.cli.options import add_config_options, add_recipe_options, given
+from aiayn.train import distributed
 from aiayn.training import train_model
 
 
@@ -33,9 +34,14 @@ def run(args: argparse.Namespace) -> int:
     options = {name: value for cls in (cfg.ModelConfig, cfg.DataConfig, cfg.TrainConfig)
                for name, value in given(args, cls).items()}
     result = train_model(args.out, resume=args.resume, preset=args.preset, config=args.config, **options)
-    print(f"saved {result.checkpoint}")
-    if result.stopped_by is not None:  # the shell's convention: 128 + the signal's number
+    ranks = distributed.from_environment()
+    speaks = ranks.main  # under torchrun rank 0 speaks for all
+    if speaks:
+        print(f"saved {result.checkpoint}")
+    if result.stopped_by is None:
+        return 0
+    if speaks:
+        launcher = "torchrun ... -m aiayn" if ranks.world > 1 else "aiayn"
         print(f"stopped by {signal.Signals(result.stopped_by).name}; continue with: "
-              f"aiayn train --out {args.out} --resume", file=sys.stderr)
-        return 128 + result.stopped_by
-    return 0
+              f"{launcher} train --out {args.out} --resume", file=sys.stderr)
+    return 128 + result.stopped_by  # the shell's convention: 128 + the signal's number

@@ -111,6 +111,8 @@ def load_corpus(spec: str, src_lang: str, tgt_lang: str) -> ParallelCorpus:
     from aiayn.data import multi30k, synthetic  # named datasets, loaded only when used
 
     name, _, split = spec.partition(":")
+    if name == "hf":
+        return _collect(iter_pairs(spec, src_lang, tgt_lang), spec)
     if name == "multi30k":
         return multi30k.load(split or "train", src_lang, tgt_lang)
     if name == "synthetic":
@@ -122,7 +124,12 @@ def load_corpus(spec: str, src_lang: str, tgt_lang: str) -> ParallelCorpus:
 def iter_pairs(spec: str, src_lang: str, tgt_lang: str) -> Iterator[tuple[str, str]]:
     """The pairs `spec` names, read as they are needed: files of any size in bounded memory (named
     datasets, which are small, are read whole)."""
-    if spec.partition(":")[0] in ("multi30k", "synthetic"):
+    name, _, rest = spec.partition(":")
+    if name == "hf":
+        from aiayn.data import hf  # needs HuggingFace datasets, imported only when used
+
+        return hf.iter_pairs(rest, src_lang, tgt_lang)
+    if name in ("multi30k", "synthetic"):
         corpus = load_corpus(spec, src_lang, tgt_lang)
         return zip(corpus.source, corpus.target, strict=True)
     return _file_pairs(spec, src_lang, tgt_lang)[0]

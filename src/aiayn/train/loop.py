@@ -8,6 +8,7 @@ goes into each checkpoint, so a resumed run continues exactly as if it had never
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import random
@@ -33,6 +34,8 @@ from aiayn.decoding.translator import translate_ids
 from aiayn.evaluate import score as sacrebleu_score
 from aiayn.model import Transformer
 from aiayn.tokenizer import Tokenizer
+from aiayn.train import distributed
+from aiayn.train.distributed import Ranks
 from aiayn.train.losses import output_layer_nll
 from aiayn.train.optim import learning_rate, make_optimizer, set_learning_rate
 
@@ -74,21 +77,43 @@ def batch_loss(model: Transformer, batch: Batch, label_smoothing: float, pad_id:
                             label_smoothing, pad_id)
 
 
-def train_step(model: Transformer, batches: list[Batch], optimizer: torch.optim.Optimizer, lr: float,
-               config: TrainConfig, pad_id: int, device: torch.device) -> dict[str, float]:
-    """One update from one or more batches (gradient accumulation), normalised per target token."""
-    model.train()
-    tokens = sum(b.n_tgt_tokens for b in batches)
+class Criterion(nn.Module):
+    """The model and its training loss as one module: `criterion(batch) -> (loss, nll)`. This is
+    what DistributedDataParallel wraps: it exchanges the gradients of what runs in `forward`."""
+
+    def __init__(self, model: Transformer, label_smoothing: float, pad_id: int) -> None:
+        super().__init__()
+        self.model, self.label_smoothing, self.pad_id = model, label_smoothing, pad_id
+
+    def forward(self, batch: Batch):
+        return batch_loss(self.model, batch, self.label_smoothing, self.pad_id)
+
+
+def train_step(criterion: nn.Module, batches: list[Batch], optimizer: torch.optim.Optimizer, lr: float,
+               config: TrainConfig, device: torch.device, tokens: int | None = None,
+               world: int = 1) -> dict[str, float]:
+    """One update from `batches` (gradient accumulation), normalised per target token.
+
+    Under data parallelism `batches` are this rank's share, `tokens` the target tokens of the whole
+    update on all `world` ranks, and `criterion` is wrapped in DistributedDataParallel, which
+    averages the ranks' gradients: scaled by `world`, that average is the sum one process would
+    get from all the batches. A batch with no target tokens is a filler that only keeps this rank
+    in step with the others. Returns this rank's summed loss and NLL per update token.
+    """
+    criterion.train()
+    tokens = sum(b.n_tgt_tokens for b in batches) if tokens is None else tokens
     total_loss = total_nll = 0.0
-    for batch in batches:
-        batch = batch.to(device)
-        with autocast(device, config.precision):
-            loss, nll = batch_loss(model, batch, config.label_smoothing, pad_id)
-        (loss / tokens).backward()
-        total_loss += loss.item()
-        total_nll += nll.item()
+    for i, batch in enumerate(batches):
+        scale = world / tokens if batch.n_tgt_tokens else 0.0
+        with distributed.no_sync(criterion) if i < len(batches) - 1 else contextlib.nullcontext():
+            with autocast(device, config.precision):
+                loss, nll = criterion(batch.to(device))
+            (loss * scale).backward()
+        if batch.n_tgt_tokens:
+            total_loss += loss.item()
+            total_nll += nll.item()
     if config.clip_norm > 0:
-        nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+        nn.utils.clip_grad_norm_(criterion.parameters(), config.clip_norm)
     set_learning_rate(optimizer, lr)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -120,27 +145,28 @@ class Position:
     batch: int = 0
 
 
-def updates(corpus: TokenizedCorpus, tokenizer: Tokenizer, data: DataConfig, config: TrainConfig,
-            start: Position) -> Iterator[tuple[Position, list[Batch]]]:
-    """Endless stream of (position after, batches of one update), starting at `start`.
+def updates(lengths: tuple[np.ndarray, np.ndarray], data: DataConfig, config: TrainConfig, start: Position,
+            min_batches: int = 1) -> Iterator[tuple[Position, list[np.ndarray], int]]:
+    """Endless stream of (position after, the pair indices of each batch of one update, the update's
+    target tokens), starting at `start`.
 
-    Batches are accumulated until they hold `update_tokens` target tokens; an update never
-    spans two epochs.
+    Batches are accumulated until an update holds `update_tokens` target tokens and at least
+    `min_batches` batches (one per rank); an update never spans two epochs. The stream depends on
+    (seed, epoch) alone, so every rank computes the same one and a resumed run continues it.
     """
-    src_lens, tgt_lens = corpus.lengths()
-    if not len(corpus):  # else this loop would spin forever, deaf to Ctrl-C
+    src_lens, tgt_lens = lengths
+    if not len(src_lens):  # else this loop would spin forever, deaf to Ctrl-C
         raise DataError("no training pairs to make batches of")
     epoch, index = start.epoch, start.batch
     while True:
         order = make_batches(src_lens, tgt_lens, data.batch_tokens, config.seed, epoch)
         while index < len(order):
             group, tokens = [], 0
-            while index < len(order) and (not group or tokens < config.update_tokens):
-                group.append(collate(order[index], corpus, tokenizer.pad_id, tokenizer.bos_id,
-                                     tokenizer.eos_id))
-                tokens += group[-1].n_tgt_tokens
+            while index < len(order) and (len(group) < min_batches or tokens < config.update_tokens):
+                group.append(order[index])
+                tokens += int(tgt_lens[order[index]].sum())
                 index += 1
-            yield Position(epoch, index), group
+            yield Position(epoch, index), group, tokens
         epoch, index = epoch + 1, 0
 
 
@@ -265,21 +291,43 @@ def limit_reached(config: TrainConfig, step: int, epoch: int, minutes: float) ->
 
 def train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus,
           valid_data: TokenizedCorpus | None, data: DataConfig, config: TrainConfig,
-          run_dir: str | Path, state: dict[str, Any] | None = None) -> dict[str, Any]:
+          run_dir: str | Path, state: dict[str, Any] | None = None, ranks: Ranks | None = None
+          ) -> dict[str, Any]:
     """Train until a limit in `config` is reached, or a Ctrl-C or SIGTERM asks to stop; resume from
-    `state` when given.
+    `state` when given. With several `ranks` (torchrun), this process trains its share of every
+    update, and rank 0 alone writes.
 
     Returns the final training state (as saved in the last checkpoint) with the last metrics, and
     `stopped_by`: the signal that stopped the run early, or None.
     """
     if not len(train_data):
         raise DataError("no training pairs: every pair was dropped (empty, or over the length limit)")
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for leftover in checkpoint.clean_leftovers(run_dir):
-        tqdm.write(f"removed {leftover}, a checkpoint left half-written by a process that was killed")
-    device = resolve_device(config.device)
+    ranks = ranks or Ranks()
+    device = _rank_device(resolve_device(config.device), ranks)
+    hint = f"continue with `torchrun ... -m aiayn train --out {run_dir} --resume`"
+    with distributed.process_group(ranks, device), distributed.reporting_lost_ranks(ranks, hint):
+        return _train(model, tokenizer, train_data, valid_data, data, config, Path(run_dir), state, ranks,
+                      device)
+
+
+def _rank_device(device: torch.device, ranks: Ranks) -> torch.device:
+    """Under torchrun each rank of a machine takes its own GPU (LOCAL_RANK)."""
+    if device.type != "cuda" or ranks.world == 1:
+        return device
+    if ranks.local >= torch.cuda.device_count():
+        raise ConfigError(f"rank {ranks.rank} wants GPU {ranks.local}, this machine has "
+                          f"{torch.cuda.device_count()}: start at most that many processes per node")
+    torch.cuda.set_device(ranks.local)
+    return torch.device("cuda", ranks.local)
+
+
+def _train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus,
+           valid_data: TokenizedCorpus | None, data: DataConfig, config: TrainConfig, run_dir: Path,
+           state: dict[str, Any] | None, ranks: Ranks, device: torch.device) -> dict[str, Any]:
     model.to(device)
+    pad = tokenizer.pad_id
+    # A collective call: every rank has read its data and built its model before rank 0 writes.
+    criterion = distributed.wrap(Criterion(model, config.label_smoothing, pad), ranks, device)
     optimizer = make_optimizer(model, config)
     step, position, elapsed, best_bleu = 0, Position(), 0.0, float("-inf")
     log = MetricsLog(run_dir / "metrics.jsonl")
@@ -287,22 +335,29 @@ def train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus,
         optimizer.load_state_dict(state["optimizer"])
         step, position, elapsed = state["step"], Position(**state["position"]), state["elapsed"]
         best_bleu = state.get("best_bleu", best_bleu)
-        set_rng_state(state["rng"])
-    log.keep_until(step)
-    pad = tokenizer.pad_id
-    valid_batches = [] if not valid_data else [
+    _seed_rank(state, config.seed, step, ranks)
+    if ranks.main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for leftover in checkpoint.clean_leftovers(run_dir):
+            tqdm.write(f"removed {leftover}, a checkpoint left half-written by a process that was killed")
+        log.keep_until(step)
+    valid_batches = [] if not (valid_data and ranks.main) else [
         collate(b, valid_data, pad, tokenizer.bos_id, tokenizer.eos_id)
         for b in make_batches(*valid_data.lengths(), data.batch_tokens, shuffle=False)]
     d_model = model.config.d_model
 
-    def snapshot() -> dict[str, Any]:
+    def snapshot(rng_states: list[dict[str, Any]]) -> dict[str, Any]:
         return {"step": step, "position": vars(position).copy(), "optimizer": optimizer.state_dict(),
-                "rng": rng_state(), "elapsed": elapsed + time.perf_counter() - started,
-                "best_bleu": best_bleu}
+                "rng": rng_states[0], "rng_ranks": rng_states if ranks.world > 1 else None,
+                "elapsed": elapsed + time.perf_counter() - started, "best_bleu": best_bleu}
 
     def save() -> None:
-        checkpoint.save(checkpoint.step_path(run_dir, step), model, tokenizer, data, config, snapshot())
-        checkpoint.prune(run_dir, config.keep_checkpoints)
+        """Every rank calls this (their RNG states go into the checkpoint); rank 0 writes it."""
+        rng_states = distributed.gather(rng_state(), ranks)
+        if ranks.main:
+            checkpoint.save(checkpoint.step_path(run_dir, step), model, tokenizer, data, config,
+                            snapshot(rng_states))
+            checkpoint.prune(run_dir, config.keep_checkpoints)
 
     def validate() -> dict[str, float] | None:
         if not valid_batches:
@@ -316,7 +371,7 @@ def train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus,
     def validate_bleu() -> float | None:
         """sacreBLEU of the validation set with beam search; a new best is saved as checkpoints/best."""
         nonlocal best_bleu
-        if not valid_data:
+        if not (valid_data and ranks.main):
             return None
         decode = DecodeConfig(beam_size=config.bleu_beam)
         hypotheses = [t[0].text for t in translate_ids(model, tokenizer, valid_data.source, decode, False)]
@@ -327,35 +382,52 @@ def train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus,
         tqdm.write(f"step {step:,} | valid BLEU {bleu:.2f} (beam {config.bleu_beam})"
                    + (" | new best, saved" if improved else f" | best {best_bleu:.2f}"))
         if improved:
-            checkpoint.save(run_dir / "checkpoints" / "best", model, tokenizer, data, config, snapshot())
+            checkpoint.save(run_dir / "checkpoints" / "best", model, tokenizer, data, config,
+                            snapshot([rng_state()]))
         return bleu
 
-    def finished() -> bool:
+    def wants_to_stop() -> bool:
+        """This rank's reasons to stop (a signal, the time limit); the ranks decide together."""
         minutes = (elapsed + time.perf_counter() - started) / 60
         return stop.requested or limit_reached(config, step, position.epoch, minutes) is not None
 
     def every(interval: int) -> bool:
         return bool(interval) and step % interval == 0
 
+    def own_batches(group: list[np.ndarray]) -> list[Batch]:
+        """This rank's share of an update, padded; a filler counts no tokens."""
+        batches = []
+        for indices, real in distributed.share(group, ranks):
+            batch = collate(indices, train_data, pad, tokenizer.bos_id, tokenizer.eos_id)
+            batches.append(batch if real else dataclasses.replace(batch, n_tgt_tokens=0))
+        return batches
+
     started = time.perf_counter()
     metrics: dict[str, Any] = {}
-    stream = updates(train_data, tokenizer, data, config, position)
+    stream = updates(train_data.lengths(), data, config, position, min_batches=ranks.world)
     refresh = 1.0 if sys.stderr.isatty() else 30.0  # seconds; a log file needs fewer bar lines
     with GracefulStop() as stop, tqdm(total=config.max_steps or None, initial=step, unit="step",
-                                      dynamic_ncols=True, mininterval=refresh) as bar:
+                                      dynamic_ncols=True, mininterval=refresh, disable=not ranks.main) as bar:
         window = Window()
-        while not finished():
-            position, batches = next(stream)
+        stopping = limit_reached(config, step, position.epoch, elapsed / 60) is not None
+        while not stopping:
+            position, group, tokens = next(stream)
             step += 1
             lr = learning_rate(step, d_model, config.warmup_steps, config.lr_scale)
-            metrics = train_step(model, batches, optimizer, lr, config, pad, device)
+            metrics = train_step(criterion, own_batches(group), optimizer, lr, config, device, tokens,
+                                 ranks.world)
+            votes = [metrics["loss"], metrics["nll"], float(wants_to_stop())]
+            loss, nll, stop_votes = distributed.all_sum(votes, ranks)  # the ranks stop together
+            metrics.update(loss=loss, nll=nll)
+            stopping = stop_votes > 0
             window.add(metrics)
             bar.update(1)
-            bar.set_postfix(loss=f"{metrics['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{window.speed():,.0f}",
+            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{window.speed():,.0f}",
                             epoch=position.epoch, refresh=False)
-            if every(config.log_every):
+            if every(config.log_every) and ranks.main:
                 log.write("train", step=step, epoch=position.epoch, lr=lr,
                           elapsed_s=elapsed + time.perf_counter() - started, **window.summary())
+            if every(config.log_every):
                 window = Window()
             if every(config.valid_every):
                 metrics["valid"] = validate()
@@ -370,6 +442,16 @@ def train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus,
             metrics["bleu"] = validate_bleu()
         if not every(config.save_every):
             save()
-    final = snapshot()
+    final = snapshot([rng_state()])
     final["metrics"], final["stopped_by"] = metrics, stop.signum
     return final
+
+
+def _seed_rank(state: dict[str, Any] | None, seed: int, step: int, ranks: Ranks) -> None:
+    """Each rank's own random stream (dropout): a resumed run's saved one, else, for the ranks after
+    the first, one of their own (rank 0 goes on with the stream a single process would have)."""
+    saved = (state or {}).get("rng_ranks") or ([state["rng"]] if state else [])
+    if ranks.rank < len(saved):
+        set_rng_state(saved[ranks.rank])
+    elif ranks.rank > 0:
+        torch.manual_seed(np.random.SeedSequence([seed, ranks.rank, step]).generate_state(1)[0])
