@@ -15,6 +15,8 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
     ("decode_speed.py", ["| beam 4 | aiayn int8 |", "| beam 4 | ctranslate2 int8 (its default) |"]),
     # servers on 127.0.0.1, a few requests from 1 and 4 clients
     ("serve_load.py", ["| aiayn serve | 4 |", "| aiayn serve --no-batching | 4 |", "| offline"]),
+    # 5,000 pairs prepared and trained from; memory maps against lists
+    ("data_scale.py", ["| `aiayn train --data` peak RSS, 3 updates (tiny) |", "memory maps / lists |"]),
 ])
 def test_benchmark_smoke_mode_runs(script, expect):
     done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--smoke"], capture_output=True,
