@@ -74,8 +74,7 @@ def source_ids(tokenizer, lines: list[str]) -> torch.Tensor:
     return pad([s + [tokenizer.eos_id] for s in tokenizer.encode(lines)], tokenizer.pad_id)
 
 
-@pytest.fixture(scope="session")
-def reverse_model(tmp_path_factory):
+def train_reverse_model(out, steps: int = 600, **model_overrides):
     """(model, tokenizer, validation sources) of a tiny model trained for seconds to reverse letters:
     a real model whose outputs end with eos at sensible lengths, for parity tests."""
     from aiayn.config import DataConfig, TrainConfig
@@ -87,12 +86,17 @@ def reverse_model(tmp_path_factory):
     corpus, valid = load_corpus("synthetic:reverse", "", ""), load_corpus("synthetic:reverse:val", "", "")
     tokenizer = Tokenizer.train(corpus.source + corpus.target, 512)
     torch.manual_seed(0)
-    model = Transformer(model_config("tiny", vocab_size=tokenizer.vocab_size, output_bias=True))
-    config = TrainConfig(warmup_steps=200, max_steps=600, valid_every=0, save_every=0, log_every=100,
+    model = Transformer(model_config("tiny", vocab_size=tokenizer.vocab_size, **model_overrides))
+    config = TrainConfig(warmup_steps=200, max_steps=steps, valid_every=0, save_every=0, log_every=100,
                          device="cpu")  # the tests that use it compare CPU paths, GPU or not
-    train(model, tokenizer, tokenize(corpus, tokenizer), None, DataConfig(batch_tokens=1024), config,
-          tmp_path_factory.mktemp("reverse"))
+    train(model, tokenizer, tokenize(corpus, tokenizer), None, DataConfig(batch_tokens=1024), config, out)
     return model.eval(), tokenizer, valid.source
+
+
+@pytest.fixture(scope="session")
+def reverse_model(tmp_path_factory):
+    """A tiny model trained to reverse letters (`train_reverse_model`), with an output bias."""
+    return train_reverse_model(tmp_path_factory.mktemp("reverse"), output_bias=True)
 
 
 @pytest.fixture(scope="session")

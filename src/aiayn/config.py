@@ -56,7 +56,8 @@ class ModelConfig:
         ("post", "pre"),
     )
     positional: str = _opt(
-        "sinusoidal", "position information: fixed sinusoids (paper) or learned", ("sinusoidal", "learned")
+        "sinusoidal", "absolute position information: fixed sinusoids (paper), learned, or none (then "
+        "relative_positions must give the order)", ("sinusoidal", "learned", "none")
     )
     pe_layout: str = _opt(
         "interleaved",
@@ -65,6 +66,12 @@ class ModelConfig:
         ("interleaved", "concatenated"),
     )
     max_positions: int = _opt(1024, "number of learned positions (positional=learned only)", bounds=">= 1")
+    relative_positions: int = _opt(
+        0, "relative position representations in self-attention (Shaw et al. 2018): learned vectors "
+           "for the distances -K..K, per layer, shared by the heads; this is K, 0 for none (the paper)",
+        bounds=">= 0")
+    relative_values: bool = _opt(
+        True, "with relative_positions: add them to the values as well as to the keys (Shaw et al.)")
     share_embeddings: bool = _opt(True, "one embedding matrix for source and target tokens")
     tie_output: bool = _opt(True, "tie the decoder embedding to the pre-softmax linear layer")
     scale_embedding: bool = _opt(
@@ -83,6 +90,9 @@ class ModelConfig:
             raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"sinusoidal positions need an even d_model, got {self.d_model}")
+        if self.positional == "none" and not self.relative_positions:
+            raise ConfigError("positional=none leaves the model blind to word order: give "
+                              "relative_positions > 0, or sinusoidal or learned positions")
         for name in ("pad_id", "bos_id", "eos_id"):
             if getattr(self, name) >= self.vocab_size:
                 raise ConfigError(f"{name}={getattr(self, name)} is not below vocab_size={self.vocab_size}")

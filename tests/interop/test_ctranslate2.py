@@ -9,7 +9,7 @@ from aiayn.cli import main  # noqa: E402
 from aiayn.config import DecodeConfig  # noqa: E402
 from aiayn.decoding import greedy_search, max_output_lengths  # noqa: E402
 from aiayn.interop.ctranslate2 import CTranslate2Translator, export  # noqa: E402
-from tests.conftest import source_ids, tiny_model  # noqa: E402
+from tests.conftest import source_ids, tiny_model, train_reverse_model  # noqa: E402
 
 CAP = 39
 
@@ -20,8 +20,17 @@ def exported(reverse_model, tmp_path_factory):
     return export(model, tokenizer, tmp_path_factory.mktemp("ct2"), languages=("xx", "yy"))
 
 
-def test_greedy_output_equals_aiayn_token_for_token_on_200_sentences(exported, reverse_model):
-    model, tokenizer, sources = reverse_model
+@pytest.fixture(scope="module")
+def relative_model(tmp_path_factory):
+    """Trained with relative positions only (Shaw et al.): CTranslate2 implements them on its own."""
+    return train_reverse_model(tmp_path_factory.mktemp("relative"), relative_positions=16, positional="none")
+
+
+@pytest.mark.parametrize("which", ["sinusoidal", "relative"])
+def test_greedy_output_equals_aiayn_token_for_token_on_200_sentences(which, request, tmp_path):
+    model, tokenizer, sources = request.getfixturevalue("reverse_model" if which == "sinusoidal"
+                                                        else "relative_model")
+    exported = export(model, tokenizer, tmp_path / "ct2")
     lines = sources[:200]
     theirs = CTranslate2Translator(exported, threads=2).translate(
         lines, DecodeConfig(beam_size=1, max_output_len=CAP))
@@ -74,3 +83,11 @@ def test_pre_norm_gelu_model_with_concatenated_positions_exports_exactly(tmp_pat
     src = source_ids(tokenizer, lines)
     mine = greedy_search(model, src, max_output_lengths(src, tokenizer.pad_id, fixed=12))
     assert [t[0].tokens for t in theirs] == [h.tokens for h in mine]
+
+
+def test_what_ctranslate2_cannot_represent_is_a_clear_error(tmp_path):
+    tokenizer = None  # refused before the tokenizer is read
+    with pytest.raises(ValueError, match="no absolute positions beside relative ones: train with"):
+        export(tiny_model(relative_positions=4), tokenizer, tmp_path / "a")
+    with pytest.raises(ValueError, match="supports sinusoidal positions only, not learned"):
+        export(tiny_model(positional="learned"), tokenizer, tmp_path / "b")

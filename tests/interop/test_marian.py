@@ -176,6 +176,8 @@ def test_what_marian_cannot_represent_is_a_clear_error(tmp_path):
         to_marian(tiny_model(norm_position="pre"))
     with pytest.raises(ValueError, match="Marian has no learned positions"):
         to_marian(tiny_model(positional="learned"))
+    with pytest.raises(ValueError, match="Marian has no relative positions"):
+        to_marian(tiny_model(relative_positions=4))
     hf = marian_dir(tmp_path, decoder_attention_heads=2)
     with pytest.raises(ValueError, match="attention_heads: encoder 4 != decoder 2"):
         from_marian(hf)

@@ -2,7 +2,8 @@
 
 The export writes CTranslate2's Transformer specification directly from an aiayn model: the same
 layers (post- or pre-norm), the same fused [W^Q; W^K; W^V] projection, the model's own sinusoids
-as the position table (so either layout exports exactly), and its SentencePiece pieces as the
+as the position table (so either layout exports exactly), or its relative position vectors (Shaw
+et al.; CTranslate2 then has no absolute positions), and its SentencePiece pieces as the
 vocabulary. CTranslate2 is an optional dependency (`pip install ctranslate2`).
 """
 
@@ -26,11 +27,15 @@ def _spec(model: Transformer, tokenizer: Tokenizer, max_positions: int):
     common_spec, transformer_spec = specs.common_spec, specs.transformer_spec
 
     c = model.config
-    if c.positional != "sinusoidal":
-        raise ConversionError("CTranslate2 export supports sinusoidal positions only")
+    relative = c.relative_positions > 0
+    if c.positional != ("none" if relative else "sinusoidal"):
+        raise ConversionError(
+            "CTranslate2 has no absolute positions beside relative ones: train with --positional none"
+            if relative else f"CTranslate2 export supports sinusoidal positions only, not {c.positional}")
+    activation = getattr(common_spec.Activation, ACTIVATIONS[c.activation])
     spec = transformer_spec.TransformerSpec.from_config(
-        (c.n_encoder_layers, c.n_decoder_layers), c.n_heads, pre_norm=c.norm_position == "pre",
-        activation=getattr(common_spec.Activation, ACTIVATIONS[c.activation]))
+        (c.n_encoder_layers, c.n_decoder_layers), c.n_heads, with_relative_position=relative,
+        pre_norm=c.norm_position == "pre", activation=activation)
     spec.config.layer_norm_epsilon = c.layer_norm_eps
     pieces = tokenizer.pieces(list(range(tokenizer.vocab_size)))
     spec.config.decoder_start_token = pieces[c.bos_id]
@@ -47,6 +52,11 @@ def _spec(model: Transformer, tokenizer: Tokenizer, max_positions: int):
     def norm(target, name: str) -> None:
         target.gamma, target.beta = w[f"{name}.weight"], w[f"{name}.bias"]
 
+    def relative_vectors(target, name: str) -> None:  # w^K, and w^V (zeros when the model has none)
+        keys = w[f"{name}.relative.keys"]
+        target.relative_position_keys = keys
+        target.relative_position_values = w.get(f"{name}.relative.values", keys * 0)
+
     def split_kv(target, name: str, d: int) -> None:  # encoder-decoder attention: q apart, [k; v] fused
         target[0].weight, target[0].bias = w[f"{name}.in_proj.weight"][:d], w[f"{name}.in_proj.bias"][:d]
         target[1].weight, target[1].bias = w[f"{name}.in_proj.weight"][d:], w[f"{name}.in_proj.bias"][d:]
@@ -58,7 +68,8 @@ def _spec(model: Transformer, tokenizer: Tokenizer, max_positions: int):
         embeddings = stack.embeddings[0] if isinstance(stack.embeddings, list) else stack.embeddings
         embeddings.weight = w[f"{embed}.weight"]
         stack.scale_embeddings = c.scale_embedding
-        stack.position_encodings.encodings = positions
+        if not relative:
+            stack.position_encodings.encodings = positions
         if c.norm_position == "pre":
             norm(stack.layer_norm, f"{side}.final_norm")
         for i in range(layers):
@@ -66,6 +77,8 @@ def _spec(model: Transformer, tokenizer: Tokenizer, max_positions: int):
             linear(layer.self_attention.linear[0], f"{ours}.self_attn.in_proj")
             linear(layer.self_attention.linear[1], f"{ours}.self_attn.out_proj")
             norm(layer.self_attention.layer_norm, f"{ours}.self_attn_res.norm")
+            if relative:
+                relative_vectors(layer.self_attention, f"{ours}.self_attn")
             if side == "decoder":
                 split_kv(layer.attention.linear, f"{ours}.cross_attn", c.d_model)
                 norm(layer.attention.layer_norm, f"{ours}.cross_attn_res.norm")

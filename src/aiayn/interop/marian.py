@@ -67,7 +67,8 @@ def marian_config(c: ModelConfig, max_positions: int = 1024):
     MarianConfig = require("transformers").MarianConfig  # noqa: N806
 
     problems = [msg for bad, msg in (
-        (c.positional != "sinusoidal", "learned positions"), (c.norm_position != "post", "pre-norm layers"),
+        (c.positional != "sinusoidal", f"{c.positional} positions (only sinusoids)"),
+        (c.relative_positions > 0, "relative positions"), (c.norm_position != "post", "pre-norm layers"),
         (c.layer_norm_eps != 1e-5, f"LayerNorm epsilon {c.layer_norm_eps}")) if bad]
     if problems:
         raise ConversionError("Marian has no " + ", ".join(problems))

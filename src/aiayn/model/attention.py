@@ -2,6 +2,8 @@
 
 Shapes: B batch, H heads, Tq query length, Tk key length, D d_model, K d_k = d_v = D / H.
 Masks are boolean, True = may attend, broadcastable to (B, H, Tq, Tk) (see masks.py).
+Relative position terms (relative.py), when a model has them, are (a^K, a^V or None), each
+(Tq, Tk, K), for self-attention whose queries are the last Tq of the Tk key positions.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from aiayn.model.padding import Padder
+from aiayn.model.relative import RelativePositions
 
 # On a GPU, for keys shorter than this, PyTorch's memory-efficient kernel beats the cuDNN and flash
 # kernels it would pick, which work in blocks of 128 queries (measured in training: see
@@ -21,32 +24,45 @@ from aiayn.model.padding import Padder
 SHORT_KEYS = 128
 
 
+Relative = tuple[Tensor, Tensor | None]  # a^K, a^V: (Tq, Tk, K) each
+
+
 def attention_reference(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
-                        dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
+                        dropout_p: float = 0.0, relative: Relative | None = None) -> tuple[Tensor, Tensor]:
     """softmax(Q K^T / sqrt(d_k)) V, written out. Returns (output (B, H, Tq, K), weights (B, H, Tq, Tk)).
 
     The weights are those the output was computed with, before dropout; masked keys get exactly 0.
+    With `relative` (a^K, a^V), query i reads key j as k_j + a^K_ij and value j as v_j + a^V_ij.
     """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Tq, Tk)
+    if relative is None:
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Tq, Tk)
+    else:
+        rel_k = torch.einsum("bhqd,qkd->bhqk", q, relative[0])  # q_i . a^K_ij: (B, H, Tq, Tk)
+        scores = (q @ k.transpose(-2, -1) + rel_k) / math.sqrt(q.size(-1))
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)
-    return F.dropout(weights, dropout_p) @ v, weights
+    dropped = F.dropout(weights, dropout_p)
+    out = dropped @ v  # (B, H, Tq, K)
+    if relative is not None and relative[1] is not None:
+        out = out + torch.einsum("bhqk,qkd->bhqd", dropped, relative[1])  # sum_j alpha_ij a^V_ij
+    return out, weights
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0,
-              need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+              need_weights: bool = False, relative: Relative | None = None) -> tuple[Tensor, Tensor | None]:
     """Scaled dot-product attention; the one place that chooses the kernel.
 
     Without `need_weights` it runs PyTorch's fused `scaled_dot_product_attention` (same maths,
-    no (Tq, Tk) weights kept); with it, the readable reference above, which returns them.
+    no (Tq, Tk) weights kept); with it, or with relative position terms (which the fused kernel
+    does not take), the readable reference above, which returns them.
     On the CPU the fused kernel's backward pass is several times slower in bfloat16 than in
     float32, so training in bfloat16 there (autocast) attends in float32. On a GPU, short keys get
     the memory-efficient kernel (`SHORT_KEYS`). (The compiled decoder step on the CPU asks for the
     weights, to get the written-out maths: decoding/compiled.py.)
     """
-    if need_weights:
-        return attention_reference(q, k, v, mask, dropout_p)
+    if need_weights or relative is not None:
+        return attention_reference(q, k, v, mask, dropout_p, relative)
     if q.device.type == "cpu" and q.dtype != torch.float32 and torch.is_grad_enabled():
         with torch.autocast("cpu", enabled=False):  # autocast would cast back to bfloat16
             out = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask,
@@ -85,15 +101,18 @@ class MultiHeadAttention(nn.Module):
     attention (queries from the decoder, keys and values from the encoder output `memory`).
     W^Q, W^K and W^V of all heads are stored as one (3D, D) matrix, rows [W^Q; W^K; W^V], so
     self-attention projects with one matmul; W^O is `out_proj`. Parameters: 4 D^2 + 4 D,
-    whatever the number of heads.
+    whatever the number of heads; with `relative` positions (self-attention only) also their
+    (2 max_distance + 1) K for the keys, and as many for the values.
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0,
+                 relative: RelativePositions | None = None) -> None:
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
+        self.relative = relative  # this layer's w^K (and w^V), or None
         self.in_proj = QKVProjection(d_model)  # [W^Q; W^K; W^V]
         self.out_proj = nn.Linear(d_model, d_model)  # W^O
         nn.init.xavier_uniform_(self.in_proj.weight)
@@ -142,7 +161,9 @@ class MultiHeadAttention(nn.Module):
         if rows != k.size(0):
             q = q.reshape(k.size(0), -1, self.n_heads, self.d_k).transpose(1, 2)  # (B, H, R, K)
         dropout_p = self.dropout if self.training else 0.0
-        heads, weights = attention(q, k, v, mask, dropout_p, need_weights)  # (B, H, Tq, K)
+        # Self-attention's queries are the last Tq of its Tk positions (a cache holds the others).
+        relative = None if self.relative is None else self.relative(q.size(-2), k.size(-2))
+        heads, weights = attention(q, k, v, mask, dropout_p, need_weights, relative)  # (B, H, Tq, K)
         b, h, t, _ = heads.shape
         concat = heads.transpose(1, 2).reshape(b, t, self.d_model)  # (B, Tq, H*K)
         if padder is not None:

@@ -16,6 +16,7 @@ from aiayn.model.cache import KVCache
 from aiayn.model.dropout import Dropout
 from aiayn.model.feed_forward import FeedForward
 from aiayn.model.padding import Padder
+from aiayn.model.relative import RelativePositions
 
 
 class Residual(nn.Module):
@@ -43,12 +44,19 @@ def _feed_forward(config: ModelConfig) -> FeedForward:
     return FeedForward(config.d_model, config.d_ff, config.activation_dropout, config.activation)
 
 
+def _self_attention(config: ModelConfig) -> MultiHeadAttention:
+    """Self-attention, with this layer's relative positions when the config asks for them."""
+    relative = (RelativePositions(config.relative_positions, config.d_k, config.relative_values)
+                if config.relative_positions else None)
+    return MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout, relative)
+
+
 class EncoderLayer(nn.Module):
     """Self-attention, then the position-wise feed-forward network."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout)
+        self.self_attn = _self_attention(config)
         self.feed_forward = _feed_forward(config)
         self.self_attn_res, self.feed_forward_res = Residual(config), Residual(config)
 
@@ -71,7 +79,7 @@ class DecoderLayer(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         d, h = config.d_model, config.n_heads
-        self.self_attn = MultiHeadAttention(d, h, config.attention_dropout)
+        self.self_attn = _self_attention(config)
         self.cross_attn = MultiHeadAttention(d, h, config.attention_dropout)
         self.feed_forward = _feed_forward(config)
         self.self_attn_res, self.cross_attn_res = Residual(config), Residual(config)

@@ -1,4 +1,5 @@
-"""Position information (section 3.5): fixed sinusoids, or learned embeddings as an option.
+"""Position information (section 3.5): fixed sinusoids, or learned embeddings as an option, or none
+(for models that take word order from relative positions in self-attention instead: relative.py).
 
 PE(pos, 2i)   = sin(pos / 10000^(2i / d_model))
 PE(pos, 2i+1) = cos(pos / 10000^(2i / d_model))
@@ -78,3 +79,24 @@ class LearnedPositionalEmbedding(nn.Module):
                 "use sinusoidal positions or a larger max_positions for longer sequences"
             )
         return self.weight[offset:end].to(dtype)
+
+
+class NoPositions(nn.Module):
+    """No absolute positions: zeros, for a model whose self-attention has relative positions."""
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.d_model = d_model
+
+    def forward(self, length: int, offset: int = 0, dtype: torch.dtype = torch.float32,
+                device: torch.device | None = None) -> Tensor:
+        return torch.zeros(length, self.d_model, dtype=dtype, device=device)
+
+
+def position_encoding(kind: str, d_model: int, layout: str, max_positions: int) -> nn.Module:
+    """The positions a model's config names: sinusoidal, learned or none."""
+    if kind == "sinusoidal":
+        return SinusoidalPositionalEncoding(d_model, layout)
+    if kind == "learned":
+        return LearnedPositionalEmbedding(max_positions, d_model)
+    return NoPositions(d_model)

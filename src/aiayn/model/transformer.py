@@ -26,7 +26,7 @@ from aiayn.model.embedding import TokenEmbedding
 from aiayn.model.layers import DecoderLayer, EncoderLayer
 from aiayn.model.masks import causal_mask, padding_mask
 from aiayn.model.padding import Padder
-from aiayn.model.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from aiayn.model.positional import position_encoding
 
 
 @dataclass
@@ -88,9 +88,8 @@ class Transformer(nn.Module):
         self.src_embed = TokenEmbedding(config.vocab_size, config.d_model, config.scale_embedding)
         self.tgt_embed = (self.src_embed if config.share_embeddings
                           else TokenEmbedding(config.vocab_size, config.d_model, config.scale_embedding))
-        self.positions = (SinusoidalPositionalEncoding(config.d_model, config.pe_layout)
-                          if config.positional == "sinusoidal"
-                          else LearnedPositionalEmbedding(config.max_positions, config.d_model))
+        self.positions = position_encoding(config.positional, config.d_model, config.pe_layout,
+                                           config.max_positions)
         self.embed_dropout = Dropout(config.dropout)
         self.encoder = Encoder(config)
         self.decoder = Decoder(config)
