@@ -2,6 +2,9 @@
 
 The signature (for example nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0) says
 exactly how the score was computed, so anyone can reproduce it with the `sacrebleu` command.
+BLEU counts words, so the tokeniser follows the target language, as sacreBLEU itself does:
+13a for languages written with spaces, `zh` (characters) for Chinese, MeCab for Japanese and
+Korean (`ja-mecab`, `ko-mecab`, with `pip install "sacrebleu[ja]"` or `"sacrebleu[ko]"`).
 """
 
 from __future__ import annotations
@@ -9,6 +12,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics.bleu import _TOKENIZERS
+
+from aiayn.errors import AiaynError
+
+TOKENIZERS = tuple(_TOKENIZERS)  # what sacreBLEU offers: 13a, intl, zh, ja-mecab, ko-mecab, char, ...
+# language -> (sacreBLEU's tokeniser, the sacrebleu extra that installs what it needs)
+BY_LANGUAGE = {"zh": ("zh", "zh"), "ja": ("ja-mecab", "ja"), "ko": ("ko-mecab", "ko")}
+
+
+class ScoringError(AiaynError):
+    """A tokeniser that cannot run here (its package is missing)."""
+
+
+def tokenizer_for(language: str | None) -> str:
+    """sacreBLEU's tokeniser for text in `language` (a code such as de, zh, zh-Hans, ja): the
+    language's own for Chinese, Japanese and Korean, else 13a."""
+    code = (language or "").lower().replace("_", "-").split("-")[0]
+    return BY_LANGUAGE.get(code, ("13a", ""))[0]
+
+
+def bleu_metric(tokenize: str = "13a") -> BLEU:
+    """sacreBLEU's BLEU with the tokeniser `tokenize`; a ScoringError says which package it lacks."""
+    try:
+        return BLEU(tokenize=tokenize)
+    except RuntimeError:  # sacreBLEU's message when MeCab and its dictionary are missing
+        extra = next((x for t, x in BY_LANGUAGE.values() if t == tokenize), "")
+        raise ScoringError(f"BLEU with sacreBLEU's {tokenize} tokeniser needs packages not installed here: "
+                           f"pip install \"sacrebleu[{extra}]\" (or --tokenize 13a or char)") from None
 
 
 @dataclass
@@ -24,11 +55,12 @@ class Scores:
                 f"chrF2 = {self.chrf:.2f}  {self.chrf_signature}"]
 
 
-def score(hypotheses: list[str], references: list[str]) -> Scores:
-    """Corpus BLEU and chrF of detokenised hypotheses against one reference each."""
+def score(hypotheses: list[str], references: list[str], tokenize: str = "13a") -> Scores:
+    """Corpus BLEU (words cut by `tokenize`, one of `TOKENIZERS`) and chrF of detokenised hypotheses
+    against one reference each."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
-    bleu, chrf = BLEU(), CHRF()
+    bleu, chrf = bleu_metric(tokenize), CHRF()
     b = bleu.corpus_score(hypotheses, [references])
     c = chrf.corpus_score(hypotheses, [references])
     detail = str(b).split(" ", 3)[-1]  # after "BLEU = 42.10"

@@ -28,6 +28,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--scores", metavar="FILE", help="also write the scores and settings as JSON here")
     p.add_argument("--hypotheses", metavar="FILE",
                    help="score this file of translations instead of translating")
+    p.add_argument("--tokenize", choices=("auto", *evaluate.TOKENIZERS), default="auto",
+                   help="sacreBLEU's tokeniser for BLEU; auto (default): by the target language, zh for "
+                        "Chinese, ja-mecab and ko-mecab for Japanese and Korean, 13a for the others")
     add_inference_options(p, exclude=("nbest",))  # the best translation is scored
 
 
@@ -36,12 +39,15 @@ def run(args: argparse.Namespace) -> int:
         if path:
             check_writable(Path(path))  # before minutes of translating
     if args.hypotheses:
-        corpus = load_corpus(args.test, args.src_lang or "en", args.tgt_lang or "de")
+        tgt_lang = args.tgt_lang or "de"
+        tokenize = _tokenizer(args.tokenize, tgt_lang)
+        corpus = load_corpus(args.test, args.src_lang or "en", tgt_lang)
         hypotheses, settings = read_lines(args.hypotheses), {"hypotheses": args.hypotheses}
     elif args.checkpoint:
         translator = translator_for(args)
         decode, where = translator.defaults, translator.description
         src_lang, tgt_lang = args.src_lang or translator.src_lang, args.tgt_lang or translator.tgt_lang
+        tokenize = _tokenizer(args.tokenize, tgt_lang)  # before minutes of translating
         corpus = load_corpus(args.test, src_lang, tgt_lang)
         start = time.perf_counter()
         hypotheses = [t.text for t in translator.translate(corpus.source, progress=True)]
@@ -57,9 +63,16 @@ def run(args: argparse.Namespace) -> int:
         raise DataError("give a checkpoint to translate with, or --hypotheses to score")
     if len(hypotheses) != len(corpus):
         raise DataError(f"{len(hypotheses)} hypotheses for the {len(corpus)} sentences of {corpus.name}")
-    scores = evaluate.score(hypotheses, corpus.target)
+    scores = evaluate.score(hypotheses, corpus.target, tokenize)
     print("\n".join(scores.lines()))
     if args.scores:
         record = {"test": corpus.name, **vars(scores), **settings}
         Path(args.scores).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return 0
+
+
+def _tokenizer(choice: str, tgt_lang: str) -> str:
+    """The BLEU tokeniser to use, checked to run here."""
+    tokenize = evaluate.tokenizer_for(tgt_lang) if choice == "auto" else choice
+    evaluate.bleu_metric(tokenize)
+    return tokenize

@@ -32,6 +32,7 @@ from aiayn.data.batching import Batch, TokenizedCorpus, collate, make_batches
 from aiayn.data.corpora import DataError
 from aiayn.decoding.translator import translate_ids
 from aiayn.evaluate import score as sacrebleu_score
+from aiayn.evaluate import tokenizer_for
 from aiayn.model import Transformer
 from aiayn.tokenizer import Tokenizer
 from aiayn.train import distributed
@@ -375,7 +376,8 @@ def _train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus
             return None
         decode = DecodeConfig(beam_size=config.bleu_beam)
         hypotheses = [t[0].text for t in translate_ids(model, tokenizer, valid_data.source, decode, False)]
-        bleu = sacrebleu_score(hypotheses, [tokenizer.decode(t) for t in valid_data.target]).bleu
+        references = [tokenizer.decode(t) for t in valid_data.target]
+        bleu = sacrebleu_score(hypotheses, references, tokenizer_for(data.tgt_lang)).bleu
         improved = bleu > best_bleu
         best_bleu = max(best_bleu, bleu)
         log.write("bleu", step=step, bleu=bleu, best_bleu=best_bleu)
