@@ -4,14 +4,23 @@
 # test_2016_flickr and test_2017_flickr with sacreBLEU.
 #
 #   bash scripts/multi30k.sh en de        # also: de en, en fr
+#   bash scripts/multi30k.sh en de --relative-positions   # relative positions (Shaw et al. 2018),
+#                                                         # K = 16, instead of the sinusoids
 #   bash scripts/multi30k.sh en de --precision bfloat16   # more options go to `aiayn train`
 #
-# Writes runs/multi30k-SRCTGT/ (checkpoints, metrics.jsonl, averaged/, hypotheses, scores *.json).
+# Writes runs/multi30k-SRCTGT/ (-relative for the variant): checkpoints, metrics.jsonl, averaged/,
+# hypotheses, scores *.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=${1:-en}
 tgt=${2:-de}
 shift $(( $# < 2 ? $# : 2 ))
+run="runs/multi30k-$src$tgt"
+if [ "${1:-}" = "--relative-positions" ]; then
+    shift
+    set -- --relative-positions 16 --positional none "$@"
+    run="$run-relative"
+fi
 
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
@@ -23,7 +32,6 @@ if [ -z "${AIAYN_DATA_DIR:-}" ] && [ -d ../shared/data/multi30k ]; then
     export AIAYN_DATA_DIR="$(cd ../shared/data && pwd)"
 fi
 
-run="runs/multi30k-$src$tgt"
 start=$SECONDS
 aiayn train --config recipes/multi30k-small.toml --src-lang "$src" --tgt-lang "$tgt" --out "$run" "$@"
 echo "training took $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s (wall time, data and tokenizer included)"
