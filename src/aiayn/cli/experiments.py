@@ -17,18 +17,22 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
         name, help="measure the paper's claims and write a report",
         description="Run the experiments behind ten of the paper's claims (scaled dot products, heads, "
                     "symmetry, weight sharing, embedding scale, relative positions, parallel training, "
-                    "quadratic cost, learned positions, additive attention) and write OUT/experiments.md "
-                    "with tables, figures and a verdict from the numbers for each. All but claim 9 take "
-                    "under a minute on a 2-core CPU; claim 9 trains two models (--training-steps each). "
+                    "quadratic cost, learned positions, additive attention) and one of its follow-up "
+                    "(relative position representations, Shaw et al. 2018), and write "
+                    "OUT/experiments.md with tables, figures and a verdict from the numbers for each. "
+                    "All but claims 9 and 11 take under a minute on a 2-core CPU; those train two "
+                    "models each (--training-steps each). "
                     "Each finding is kept in OUT/findings/ and the report covers every finding kept "
                     "there, so claims can be run (or rerun) separately with --only.")
     p.add_argument("--out", default="experiments", metavar="DIR",
                    help="report directory (default: experiments; the committed report is docs/experiments)")
-    p.add_argument("--only", type=int, nargs="+", metavar="N", choices=range(1, 11),
-                   help="run only these claims (1-10); the report keeps the others' last findings")
+    claims = range(1, len(experiments.experiments()) + 1)
+    p.add_argument("--only", type=int, nargs="+", metavar="N", choices=claims,
+                   help="run only these claims (1-11); the report keeps the others' last findings")
     p.add_argument("--quick", action="store_true", help="reduced sizes: seconds per claim, for tests")
     p.add_argument("--training-steps", type=positive_int, default=1500, metavar="INT",
-                   help="claim 9: updates per model on Multi30k (default: 1500, about 30 minutes each)")
+                   help="claims 9 and 11: updates per model on Multi30k (default: 1500, about 30 "
+                        "minutes each)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,14 +40,17 @@ def run(args: argparse.Namespace) -> int:
     context = experiments.ExperimentContext(out, args.quick, args.training_steps)
     experiments.run(context, set(args.only) if args.only else None)
     findings = experiments.saved(out, args.quick)
-    others = sum(f.seconds for f in findings if f.number != 9)
+    others = sum(f.seconds for f in findings if f.number not in TRAINING)
     header = (f"Measured with `aiayn experiments{' --quick' if args.quick else ''}` on {cpu_name()} "
               f"({torch.get_num_threads()} threads, torch {torch.__version__}): {others:.0f} s for "
-              f"every claim but 9{_claim9_budget(findings)}.\n")
+              f"every claim but 9 and 11{_training_budget(findings)}.\n")
     print(experiments.report(findings, out / "experiments.md", header))
     return 0
 
 
-def _claim9_budget(findings: list[experiments.Finding]) -> str:
-    nine = [f for f in findings if f.number == 9]
-    return f", {nine[0].seconds / 60:.0f} min for claim 9" if nine else ""
+TRAINING = (9, 11)  # the claims that train models
+
+
+def _training_budget(findings: list[experiments.Finding]) -> str:
+    return "".join(f", {f.seconds / 60:.0f} min for claim {f.number}"
+                   for f in findings if f.number in TRAINING)

@@ -5,8 +5,8 @@ returns its numbers as a Markdown table, optional figures, and a verdict compute
 numbers, never written in advance. `quick=True` shrinks every experiment to seconds for CI.
 
 Each finding is saved to OUT/findings/claimN.json as soon as it is measured, and the report is
-built from every finding saved there: the long claim 9 can run on its own (`--only 9`) and a
-crash loses only the claim being measured.
+built from every finding saved there: the long claims 9 and 11 (which train models) can run on
+their own (`--only 9 11`) and a crash loses only the claim being measured.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pathlib import Path
 class ExperimentContext:
     out: Path  # where figures go
     quick: bool = False  # reduced sizes, for CI
-    training_steps: int = 1500  # updates per model for claim 9 (about 30 minutes each on 2 CPU cores)
-    run_dir: Path | None = None  # claim 9's training runs (default: out / "runs")
+    training_steps: int = 1500  # updates per model for claims 9 and 11 (about 30 minutes each on 2 CPU cores)
+    run_dir: Path | None = None  # the training runs of claims 9 and 11 (default: out / "runs")
 
 
 @dataclass
@@ -50,7 +50,8 @@ def experiments() -> list[Callable[[ExperimentContext], Finding]]:
 
     return [attention.scaling, attention.heads, attention.symmetry, parameters.sharing,
             parameters.embedding_scale, positions.relative, decoding.parallel_training,
-            attention.quadratic_cost, positions.learned_vs_sinusoidal, attention.additive]
+            attention.quadratic_cost, positions.learned_vs_sinusoidal, attention.additive,
+            positions.relative_vs_sinusoidal]
 
 
 def run(context: ExperimentContext, only: set[int] | None = None,
