@@ -74,7 +74,7 @@ def source_ids(tokenizer, lines: list[str]) -> torch.Tensor:
     return pad([s + [tokenizer.eos_id] for s in tokenizer.encode(lines)], tokenizer.pad_id)
 
 
-def train_reverse_model(out, steps: int = 600, **model_overrides):
+def train_reverse_model(out, steps: int = 600, separate: bool = False, **model_overrides):
     """(model, tokenizer, validation sources) of a tiny model trained for seconds to reverse letters:
     a real model whose outputs end with eos at sensible lengths, for parity tests."""
     from aiayn.config import DataConfig, TrainConfig
@@ -84,7 +84,12 @@ def train_reverse_model(out, steps: int = 600, **model_overrides):
     from aiayn.train.loop import train
 
     corpus, valid = load_corpus("synthetic:reverse", "", ""), load_corpus("synthetic:reverse:val", "", "")
-    tokenizer = Tokenizer.train(corpus.source + corpus.target, 512)
+    if separate:  # one vocabulary per side, each with its own ids
+        tokenizer = Tokenizer.train_separate(corpus.source, corpus.target, 290, 512)
+        model_overrides |= dict(vocabulary="separate", share_embeddings=False,
+                                src_vocab_size=tokenizer.source_vocab_size)
+    else:
+        tokenizer = Tokenizer.train(corpus.source + corpus.target, 512)
     torch.manual_seed(0)
     model = Transformer(model_config("tiny", vocab_size=tokenizer.vocab_size, **model_overrides))
     config = TrainConfig(warmup_steps=200, max_steps=steps, valid_every=0, save_every=0, log_every=100,
@@ -97,6 +102,12 @@ def train_reverse_model(out, steps: int = 600, **model_overrides):
 def reverse_model(tmp_path_factory):
     """A tiny model trained to reverse letters (`train_reverse_model`), with an output bias."""
     return train_reverse_model(tmp_path_factory.mktemp("reverse"), output_bias=True)
+
+
+@pytest.fixture(scope="session")
+def separate_model(tmp_path_factory):
+    """A tiny reverse model with one vocabulary per language (source ids apart from target ids)."""
+    return train_reverse_model(tmp_path_factory.mktemp("separate"), steps=400, separate=True)
 
 
 @pytest.fixture(scope="session")

@@ -66,3 +66,21 @@ def test_a_file_that_is_not_a_tokenizer_is_named(tmp_path):
         Tokenizer.load(tmp_path)
     with pytest.raises(TokenizerError, match="no tokenizer there"):
         Tokenizer.load(tmp_path / "nothing")
+
+
+def test_separate_vocabularies_have_their_own_ids_and_round_trip_through_files(tmp_path):
+    english, chinese = ["the cat sat on the mat", "a dog runs"] * 50, ["猫坐在垫子上", "一只狗在跑"] * 50
+    tokenizer = Tokenizer.train_separate(english, chinese, 300, 280)
+    assert tokenizer.separate and (tokenizer.source_vocab_size, tokenizer.vocab_size) == (300, 280)
+    assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.bos_id, tokenizer.eos_id) == (0, 1, 2, 3)
+    source, target = tokenizer.encode(["a dog runs"])[0], tokenizer.encode(["一只狗在跑"], "target")[0]
+    assert tokenizer.pieces(source, "source") == tokenizer.source_sp.encode("a dog runs", out_type=str)
+    assert tokenizer.decode(target) == "一只狗在跑"
+    assert tokenizer.target_sp.id_to_piece(source[0]) != tokenizer.source_sp.id_to_piece(source[0])  # own ids
+    tokenizer.save(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["source.model", "target.model"]
+    loaded = Tokenizer.load(tmp_path)
+    assert loaded.separate and loaded.encode(["a dog runs"]) == [source]
+    assert loaded.decode(target) == "一只狗在跑"
+    joint = Tokenizer.train(english + chinese, 300)
+    assert not joint.separate and joint.source_vocab_size == joint.vocab_size == 300

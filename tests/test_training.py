@@ -123,3 +123,34 @@ def test_a_data_directory_and_what_it_stands_for_are_not_given_together(tmp_path
     with pytest.raises(ConfigError, match=message):
         aiayn.train_model(tmp_path / "run", **{**TINY, "train": None, "data": str(data_dir), **options})
     assert not (tmp_path / "run").exists()
+
+
+SEPARATE = dict(vocabulary="separate", share_embeddings=False, vocab_size=300, src_vocab_size=320)
+
+
+def test_separate_vocabularies_train_save_and_translate(tmp_path):
+    run = aiayn.train_model(tmp_path / "run", max_steps=2, **{**TINY, **SEPARATE})
+    ck = checkpoint.load(run.checkpoint)
+    assert ck.tokenizer.separate
+    sizes = ck.tokenizer.source_vocab_size, ck.tokenizer.vocab_size  # at most the sizes asked (a small text)
+    assert sizes[0] != sizes[1] and sizes[0] <= 320 and sizes[1] <= 300
+    model = ck.model
+    assert (model.src_embed.weight.shape[0], model.tgt_embed.weight.shape[0]) == sizes
+    assert model.output_proj.weight is model.tgt_embed.weight  # tie_output still ties the target side
+    assert isinstance(aiayn.load_translator(run.run_dir).translate(["abc"])[0].text, str)
+
+
+def test_the_vocabulary_options_are_checked_against_each_other_and_the_tokenizer(tmp_path, data_dir):
+    with pytest.raises(ConfigError, match="needs one vocabulary: with vocabulary=separate pass --no-share"):
+        aiayn.train_model(tmp_path / "a", **{**TINY, "vocabulary": "separate"})
+    options = {**TINY, **SEPARATE, "train": None}
+    with pytest.raises(ConfigError, match="has one joint vocabulary: train with --vocabulary joint"):
+        aiayn.train_model(tmp_path / "b", data=str(data_dir), **options)
+
+
+def test_a_data_directory_with_separate_vocabularies_trains(tmp_path):
+    tokenizer, _ = prepared.learn_tokenizer("synthetic:reverse", "en", "de", 300, 1, 1000, src_vocab_size=320)
+    prepared.prepare(tmp_path / "data", "synthetic:reverse", "", "en", "de", tokenizer, 256)
+    run = aiayn.train_model(tmp_path / "run", data=str(tmp_path / "data"), max_steps=2,
+                            **{**TINY, **SEPARATE, "train": None})
+    assert checkpoint.load(run.checkpoint).model.src_embed.weight.shape[0] == tokenizer.source_vocab_size

@@ -177,6 +177,12 @@ def _check_tokenizer(config: cfg.ModelConfig, tokenizer: Tokenizer, path: Path) 
     if tokenizer.vocab_size > config.vocab_size:
         wrong.append(f"vocab_size {config.vocab_size} there but {tokenizer.vocab_size} pieces in the "
                      "tokenizer")
+    if tokenizer.separate != (config.vocabulary == "separate"):
+        wrong.append(f"vocabulary {config.vocabulary} there but "
+                     f"{'separate' if tokenizer.separate else 'one'} vocabularies in the tokenizer")
+    elif tokenizer.source_vocab_size > config.source_vocab_size:
+        wrong.append(f"a source vocabulary of {config.source_vocab_size} there but "
+                     f"{tokenizer.source_vocab_size} pieces in the tokenizer")
     if wrong:
         raise CheckpointError(f"{path / CONFIG_FILE} does not match the tokenizer in {path}: "
                               f"{', '.join(wrong)}")
@@ -232,8 +238,7 @@ def average(paths: list[str | Path], out: str | Path, force: bool = False) -> Pa
         other = load(path, with_state=False)
         if other.model.config != newest.model.config:
             raise CheckpointError(f"{path} has a different model configuration from {paths[-1]}")
-        if (other.tokenizer.source_proto, other.tokenizer.target_proto, other.tokenizer.vocab) != (
-                newest.tokenizer.source_proto, newest.tokenizer.target_proto, newest.tokenizer.vocab):
+        if other.tokenizer != newest.tokenizer:
             raise CheckpointError(f"{path} has a different tokenizer from {paths[-1]}: its weights "
                                   "mean different pieces, so they cannot be averaged")
         for k, v in other.model.state_dict().items():

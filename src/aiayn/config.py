@@ -38,7 +38,13 @@ class ConfigError(AiaynError, ValueError):
 class ModelConfig:
     """The Transformer's shape (section 3 and Table 3 of the paper)."""
 
-    vocab_size: int = _opt(8000, "size V of the joint source/target BPE vocabulary", bounds=">= 5")
+    vocab_size: int = _opt(
+        8000, "size V of the joint source/target BPE vocabulary (with vocabulary=separate: the target's)",
+        bounds=">= 5")
+    vocabulary: str = _opt("joint", "joint: one BPE vocabulary for both languages (the paper); separate: one "
+                                    "per language, which needs --no-share-embeddings", ("joint", "separate"))
+    src_vocab_size: int = _opt(0, "with vocabulary=separate: size of the source vocabulary (0: vocab_size)",
+                               bounds=">= 0")
     d_model: int = _opt(512, "width d_model of embeddings and of every sub-layer output", bounds=">= 1")
     n_heads: int = _opt(8, "attention heads h; each has d_k = d_v = d_model / h", bounds=">= 1")
     d_ff: int = _opt(2048, "inner width d_ff of the position-wise feed-forward network", bounds=">= 1")
@@ -90,6 +96,10 @@ class ModelConfig:
             raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"sinusoidal positions need an even d_model, got {self.d_model}")
+        if self.vocabulary == "separate" and self.share_embeddings:
+            raise ConfigError("share_embeddings gives source and target tokens one embedding, which needs "
+                              "one vocabulary: with vocabulary=separate pass --no-share-embeddings "
+                              "(tie_output still ties the target embedding to the output layer)")
         if self.positional == "none" and not self.relative_positions:
             raise ConfigError("positional=none leaves the model blind to word order: give "
                               "relative_positions > 0, or sinusoidal or learned positions")
@@ -100,6 +110,11 @@ class ModelConfig:
     @property
     def d_k(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def source_vocab_size(self) -> int:
+        """Rows of the source embedding: vocab_size, or the source's own with separate vocabularies."""
+        return (self.src_vocab_size or self.vocab_size) if self.vocabulary == "separate" else self.vocab_size
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,14 @@
 aiayn's own models use one joint BPE model for source and target whose ids are the model's ids,
 with fixed special ids <pad>=0, <unk>=1, <s>=2 (bos), </s>=3 (eos). It has no text normalisation
 and byte fallback for unseen characters, so `decode(encode(s)) == s` for any sentence without
-leading, trailing or repeated spaces. It is saved as `tokenizer.model`.
+leading, trailing or repeated spaces. It is saved as `tokenizer.model`. With separate
+vocabularies, one such model per language, each with its own ids (the source's for the encoder,
+the target's for the decoder), saved as `source.model` and `target.model`.
 
 Models converted from Marian (OPUS-MT) keep their own files: a source and a target SentencePiece
-model whose pieces map to ids through a vocabulary (`source.spm`, `target.spm`, `vocab.json`);
-there the decoder starts from <pad> when the vocabulary has no <s>.
+model whose pieces map to ids through a vocabulary (`source.spm`, `target.spm`, `vocab.json`, and
+`target_vocab.json` when the target has its own); there the decoder starts from <pad> when the
+vocabulary has no <s>.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from aiayn.errors import AiaynError
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 JOINT_FILE = "tokenizer.model"
+SEPARATE_FILES = ("source.model", "target.model")
 MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
+MARIAN_TARGET_VOCAB = "target_vocab.json"  # Marian's separate vocabularies
 FEWEST_PIECES = 4 + 256 + 1  # the special pieces, one per byte (byte fallback), at least one character
 
 
@@ -33,25 +38,44 @@ class TokenizerError(AiaynError, ValueError):
 
 
 class Tokenizer:
-    def __init__(self, source: bytes, target: bytes | None = None, vocab: list[str] | None = None) -> None:
+    def __init__(self, source: bytes, target: bytes | None = None, vocab: list[str] | None = None,
+                 target_vocab: list[str] | None = None) -> None:
         """`source`/`target`: serialised SentencePiece models (one joint model when `target` is None);
-        `vocab`: the piece of each model id, when ids are not the SentencePiece ids."""
-        self.source_proto, self.target_proto, self.vocab = source, target, vocab
+        `vocab`: the piece of each model id, when ids are not the SentencePiece ids (Marian's);
+        `target_vocab`: the target's, when it has its own (Marian's separate vocabularies)."""
+        self.source_proto, self.target_proto = source, target
+        self.vocab, self.target_vocab = vocab, target_vocab if vocab is not None else None
         self.source_sp = spm.SentencePieceProcessor(model_proto=source)
         self.target_sp = self.source_sp if target is None else spm.SentencePieceProcessor(model_proto=target)
+        self._vocabs = {"source": vocab, "target": self.target_vocab or vocab}
         if vocab is None:
             sp = self.source_sp
             self.pad_id, self.unk_id = sp.pad_id(), sp.unk_id()
             self.bos_id, self.eos_id = sp.bos_id(), sp.eos_id()
-        else:
-            self.piece_to_id = {piece: i for i, piece in enumerate(vocab)}
-            self.pad_id, self.unk_id = self.piece_to_id["<pad>"], self.piece_to_id["<unk>"]
-            self.eos_id = self.piece_to_id["</s>"]
-            self.bos_id = self.piece_to_id.get("<s>", self.pad_id)
+            return
+        self._ids = {side: {piece: i for i, piece in enumerate(pieces)}
+                     for side, pieces in self._vocabs.items()}
+        ids = self._ids["source"]
+        self.pad_id, self.unk_id, self.eos_id = ids["<pad>"], ids["<unk>"], ids["</s>"]
+        self.bos_id = ids.get("<s>", self.pad_id)
+        target = self._ids["target"]
+        if any(target.get(piece) != i for piece, i in (("<pad>", self.pad_id), ("</s>", self.eos_id))):
+            raise TokenizerError("the target vocabulary's <pad> and </s> ids differ from the source's")
 
     @classmethod
     def train(cls, sentences: Iterable[str], vocab_size: int, seed: int = 1) -> Tokenizer:
         """Learn a joint BPE vocabulary of at most `vocab_size` pieces from source + target sentences."""
+        return cls(cls._learn(sentences, vocab_size, seed))
+
+    @classmethod
+    def train_separate(cls, source: Iterable[str], target: Iterable[str], source_size: int, target_size: int,
+                       seed: int = 1) -> Tokenizer:
+        """Learn one BPE vocabulary per language: `source_size` pieces from the source sentences,
+        `target_size` from the target sentences."""
+        return cls(cls._learn(source, source_size, seed), cls._learn(target, target_size, seed))
+
+    @classmethod
+    def _learn(cls, sentences: Iterable[str], vocab_size: int, seed: int) -> bytes:
         if vocab_size < FEWEST_PIECES:
             raise TokenizerError(f"vocab_size={vocab_size} is too small: a tokenizer needs at least "
                                  f"{FEWEST_PIECES} pieces (4 special, 256 bytes, then characters and merges)")
@@ -64,7 +88,7 @@ class Tokenizer:
                 raise TokenizerError(f"vocab_size={vocab_size} is too small for this text: it needs at "
                                      f"least {needed[1]} pieces (special, byte and character)") from None
             raise TokenizerError(f"cannot learn a tokenizer: {str(e).strip().splitlines()[-1]}") from None
-        return cls(model.getvalue())
+        return model.getvalue()
 
     @staticmethod
     def _train(sentences: Iterable[str], vocab_size: int, seed: int, model: io.BytesIO) -> None:
@@ -91,10 +115,15 @@ class Tokenizer:
             return cls(_model_bytes(path))
         if (path / JOINT_FILE).exists():
             return cls(_model_bytes(path / JOINT_FILE))
+        if all((path / name).exists() for name in SEPARATE_FILES):
+            return cls(*(_model_bytes(path / name) for name in SEPARATE_FILES))
         if all((path / name).exists() for name in MARIAN_FILES):
+            target_vocab = path / MARIAN_TARGET_VOCAB
             return cls(_model_bytes(path / "source.spm"), _model_bytes(path / "target.spm"),
-                       _marian_vocab(path / "vocab.json"))
-        raise TokenizerError(f"{path}: no tokenizer there (no {JOINT_FILE}, nor {', '.join(MARIAN_FILES)})")
+                       _marian_vocab(path / "vocab.json"),
+                       _marian_vocab(target_vocab) if target_vocab.exists() else None)
+        raise TokenizerError(f"{path}: no tokenizer there (no {JOINT_FILE}, nor "
+                             f"{' and '.join(SEPARATE_FILES)}, nor {', '.join(MARIAN_FILES)})")
 
     def save(self, directory: str | Path) -> None:
         """Write the tokenizer's files into `directory`."""
@@ -102,22 +131,55 @@ class Tokenizer:
         if self.vocab is None and self.target_proto is None:
             (directory / JOINT_FILE).write_bytes(self.source_proto)
             return
+        if self.vocab is None:  # aiayn's separate vocabularies
+            for name, proto in zip(SEPARATE_FILES, (self.source_proto, self.target_proto), strict=True):
+                (directory / name).write_bytes(proto)
+            return
         (directory / "source.spm").write_bytes(self.source_proto)
         (directory / "target.spm").write_bytes(self.target_proto or self.source_proto)
-        vocab = self.vocab or [self.source_sp.id_to_piece(i) for i in range(self.source_sp.get_piece_size())]
-        ids = {piece: i for i, piece in enumerate(vocab)}
-        (directory / "vocab.json").write_text(json.dumps(ids, ensure_ascii=False, indent=1), encoding="utf-8")
+        for name, vocab in (("vocab.json", self.vocab), (MARIAN_TARGET_VOCAB, self.target_vocab)):
+            if vocab is not None:
+                ids = {piece: i for i, piece in enumerate(vocab)}
+                text = json.dumps(ids, ensure_ascii=False, indent=1)
+                (directory / name).write_text(text, encoding="utf-8")
+
+    def __eq__(self, other: object) -> bool:
+        """The same pieces with the same ids on both sides."""
+        if not isinstance(other, Tokenizer):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def _key(self) -> tuple:
+        return self.source_proto, self.target_proto, self.vocab, self.target_vocab
+
+    @property
+    def separate(self) -> bool:
+        """Source and target ids are apart: one vocabulary per language."""
+        return (self.vocab is None and self.target_proto is not None) or self.target_vocab is not None
 
     @property
     def vocab_size(self) -> int:
-        return len(self.vocab) if self.vocab is not None else self.source_sp.get_piece_size()
+        """Ids of the target side (all ids, with one joint vocabulary)."""
+        return self._size("target")
+
+    @property
+    def source_vocab_size(self) -> int:
+        return self._size("source")
+
+    def _size(self, side: str) -> int:
+        vocab = self._vocabs[side]
+        return len(vocab) if vocab is not None else self._sp(side).get_piece_size()
+
+    def _sp(self, side: str) -> spm.SentencePieceProcessor:
+        return self.source_sp if side == "source" else self.target_sp
 
     def encode(self, texts: list[str], side: str = "source") -> list[list[int]]:
         """Sentences of one side -> subword ids, without bos/eos."""
-        sp = self.source_sp if side == "source" else self.target_sp
+        sp = self._sp(side)
         if self.vocab is None:
             return sp.encode(texts)
-        return [[self.piece_to_id.get(piece, self.unk_id) for piece in pieces]
+        ids = self._ids[side]
+        return [[ids.get(piece, self.unk_id) for piece in pieces]
                 for pieces in sp.encode(texts, out_type=str)]
 
     def decode(self, ids: list[int]) -> str:
@@ -127,10 +189,12 @@ class Tokenizer:
         ids = [i for i in ids if i not in (self.pad_id, self.bos_id)]
         if self.vocab is None:
             return self.target_sp.decode(ids)
-        return self.target_sp.decode_pieces([self.vocab[i] for i in ids])
+        return self.target_sp.decode_pieces(self.pieces(ids))
 
-    def pieces(self, ids: list[int]) -> list[str]:
-        return [self.vocab[i] if self.vocab is not None else self.source_sp.id_to_piece(i) for i in ids]
+    def pieces(self, ids: list[int], side: str = "target") -> list[str]:
+        """The pieces of ids of one side."""
+        vocab = self._vocabs[side]
+        return [vocab[i] for i in ids] if vocab is not None else [self._sp(side).id_to_piece(i) for i in ids]
 
 
 def _model_bytes(path: Path) -> bytes:

@@ -30,7 +30,7 @@ from aiayn import checkpoint
 from aiayn import config as cfg
 from aiayn.data import binarized, prepared
 from aiayn.data.batching import TokenizedCorpus, make_batches, padding_fraction, tokenize
-from aiayn.data.corpora import DataError, default_valid, load_corpus
+from aiayn.data.corpora import DataError, ParallelCorpus, default_valid, load_corpus
 from aiayn.files import is_run_dir
 from aiayn.model import Transformer, parameter_counts
 from aiayn.tokenizer import Tokenizer
@@ -116,7 +116,8 @@ def _fresh(out: Path, preset: str | None, config: str | Path | None,
     recipe = _recipe(preset, config, options)
     data, train_config = recipe.data, recipe.train
     model_options = recipe.model
-    _check_lengths(cfg.model_config(recipe.preset, **model_options), data)
+    asked = cfg.model_config(recipe.preset, **model_options)  # vocabulary sizes and ids: the tokenizer's
+    _check_lengths(asked, data)
     if not recipe.preset_given:
         print(f"preset: {recipe.preset} (none given; the default on this device. --preset base is the "
               "paper's base model)")
@@ -134,13 +135,33 @@ def _fresh(out: Path, preset: str | None, config: str | Path | None,
         if not any(corpus.source) or not any(corpus.target):
             raise DataError(f"{corpus.name}: no text to learn a tokenizer from ({len(corpus):,} pairs, "
                             "all empty on one side)")
-        vocab_size = cfg.model_config(recipe.preset, **model_options).vocab_size
-        tokenizer = Tokenizer.train(corpus.source + corpus.target, vocab_size, train_config.seed)
+        tokenizer = _learn_tokenizer(corpus, asked, train_config.seed)
+    sizes = {"vocab_size": tokenizer.vocab_size}
+    if tokenizer.separate:
+        sizes["src_vocab_size"] = tokenizer.source_vocab_size
+    _check_vocabulary(tokenizer, asked, data)
     model_config = cfg.model_config(recipe.preset, **{
-        **model_options, "vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.pad_id,
+        **model_options, **sizes, "pad_id": tokenizer.pad_id,
         "bos_id": tokenizer.bos_id, "eos_id": tokenizer.eos_id})
     torch.manual_seed(train_config.seed)
     return Transformer(model_config), tokenizer, data, train_config
+
+
+def _learn_tokenizer(corpus: ParallelCorpus, model: cfg.ModelConfig, seed: int) -> Tokenizer:
+    """The BPE vocabulary the model config asks for, learned on the training text: one joint, or one
+    per language."""
+    if model.vocabulary == "separate":
+        sizes = model.source_vocab_size, model.vocab_size
+        return Tokenizer.train_separate(corpus.source, corpus.target, *sizes, seed)
+    return Tokenizer.train(corpus.source + corpus.target, model.vocab_size, seed)
+
+
+def _check_vocabulary(tokenizer: Tokenizer, model: cfg.ModelConfig, data: cfg.DataConfig) -> None:
+    """A given tokenizer has the vocabularies the model config asks for."""
+    if tokenizer.separate != (model.vocabulary == "separate"):
+        has = "separate source and target vocabularies" if tokenizer.separate else "one joint vocabulary"
+        fix = "--vocabulary separate --no-share-embeddings" if tokenizer.separate else "--vocabulary joint"
+        raise cfg.ConfigError(f"the tokenizer {data.tokenizer} has {has}: train with {fix}")
 
 
 def _recipe(preset: str | None, config: str | Path | None,
@@ -205,10 +226,13 @@ def _tokenized(spec: str, data: cfg.DataConfig, tokenizer: Tokenizer, max_len: i
     directory, else read and tokenized here."""
     if binarized.is_corpus_dir(Path(spec)):
         tokenized = binarized.MappedCorpus(spec, max_len)
-        if tokenized.meta["vocab_size"] != tokenizer.vocab_size:
-            raise DataError(f"{spec} was encoded with a vocabulary of {tokenized.meta['vocab_size']:,} "
-                            f"pieces, the tokenizer has {tokenizer.vocab_size:,}: give the tokenizer it "
-                            "was prepared with (--data DATA_DIR)")
+        meta = tokenized.meta
+        written = meta.get("source_vocab_size", meta["vocab_size"]), meta["vocab_size"]
+        has = tokenizer.source_vocab_size, tokenizer.vocab_size
+        if written != has:
+            raise DataError(f"{spec} was encoded with vocabularies of {written[0]:,} (source) and "
+                            f"{written[1]:,} (target) pieces, the tokenizer has {has[0]:,} and {has[1]:,}: "
+                            "give the tokenizer it was prepared with (--data DATA_DIR)")
         name = spec
     else:
         corpus = load_corpus(spec, data.src_lang, data.tgt_lang)

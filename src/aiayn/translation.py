@@ -264,6 +264,6 @@ def attention_view(model: Transformer, tokenizer: Tokenizer, sentence: str, tran
     src, tgt = torch.tensor([src_ids], device=device), torch.tensor([tgt_in], device=device)
     _, maps = model.attention_maps(src, tgt)
     kinds = {"encoder": maps.encoder, "decoder": maps.decoder, "cross": maps.cross}
-    return AttentionView(sentence, translation.text, tokenizer.pieces(src_ids), tokenizer.pieces(tgt_in),
-                         tokenizer.pieces(translation.tokens + [c.eos_id]),
+    return AttentionView(sentence, translation.text, tokenizer.pieces(src_ids, "source"),
+                         tokenizer.pieces(tgt_in), tokenizer.pieces(translation.tokens + [c.eos_id]),
                          {kind: [w[0].float().cpu() for w in weights] for kind, weights in kinds.items()})

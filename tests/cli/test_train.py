@@ -9,6 +9,7 @@ import pytest
 
 from aiayn import checkpoint
 from aiayn.cli import main
+from aiayn.tokenizer import Tokenizer
 from tests.conftest import HANG_S
 
 TINY = ["--preset", "tiny", "--batch-tokens", "512", "--warmup-steps", "20", "--log-every", "1"]
@@ -217,3 +218,17 @@ def test_prepare_learns_from_a_random_sample_of_a_large_corpus(tmp_path, capsys)
                  "--out", str(tmp_path / "tok")]) == 0
     assert "from a random sample of 10 of 50 pairs" in capsys.readouterr().out
     assert (tmp_path / "tok" / "tokenizer.model").is_file()
+
+
+def test_prepare_learns_separate_vocabularies_when_asked(tmp_path, capsys):
+    assert main(["prepare", "--train", "synthetic:reverse", "--vocabulary", "separate", "--vocab-size", "300",
+                 "--src-vocab-size", "290", "--out", str(tmp_path / "d")]) == 0
+    assert "290 source and 300 target pieces from" in capsys.readouterr().out
+    assert {p.name for p in (tmp_path / "d").iterdir()} >= {"source.model", "target.model", "train", "valid"}
+    tokenizer = Tokenizer.load(tmp_path / "d")
+    assert tokenizer.separate and (tokenizer.source_vocab_size, tokenizer.vocab_size) == (290, 300)
+    result = aiayn("prepare", "--train", "synthetic:reverse", "--src-vocab-size", "290",
+                   "--out", str(tmp_path / "e"))
+    assert result.returncode == 2 and "--src-vocab-size sets the source vocabulary of --vocabulary separate" \
+        in result.stderr
+    assert not (tmp_path / "e").exists()

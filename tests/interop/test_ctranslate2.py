@@ -26,10 +26,9 @@ def relative_model(tmp_path_factory):
     return train_reverse_model(tmp_path_factory.mktemp("relative"), relative_positions=16, positional="none")
 
 
-@pytest.mark.parametrize("which", ["sinusoidal", "relative"])
+@pytest.mark.parametrize("which", ["reverse_model", "relative_model", "separate_model"])
 def test_greedy_output_equals_aiayn_token_for_token_on_200_sentences(which, request, tmp_path):
-    model, tokenizer, sources = request.getfixturevalue("reverse_model" if which == "sinusoidal"
-                                                        else "relative_model")
+    model, tokenizer, sources = request.getfixturevalue(which)
     exported = export(model, tokenizer, tmp_path / "ct2")
     lines = sources[:200]
     theirs = CTranslate2Translator(exported, threads=2).translate(

@@ -171,6 +171,33 @@ def test_convert_commands_round_trip(exported, reverse_model, tmp_path):
         assert torch.allclose(model(src, tgt), theirs, atol=1e-4)
 
 
+def test_separate_vocabularies_round_trip_through_marian(separate_model, tmp_path):
+    model, tokenizer, sources = separate_model
+    assert tokenizer.source_vocab_size != tokenizer.vocab_size  # the sides cannot be mixed up unnoticed
+    out = save_marian(model, tokenizer, tmp_path / "marian", "xx", "yy")
+    hf = transformers.MarianMTModel.from_pretrained(out).eval()
+    assert (hf.config.vocab_size, hf.config.decoder_vocab_size) == (tokenizer.source_vocab_size,
+                                                                   tokenizer.vocab_size)
+    theirs_tokenizer = transformers.MarianTokenizer.from_pretrained(out)
+    assert theirs_tokenizer.separate_vocabs
+    lines = sources[:50]
+    src = pad([ids + [tokenizer.eos_id] for ids in tokenizer.encode(lines)], tokenizer.pad_id)
+    assert theirs_tokenizer(lines, padding=True, return_tensors="pt").input_ids.tolist() == src.tolist()
+    c = model.config
+    limits = max_output_lengths(src, c.pad_id, fixed=CAP)
+    ours = [h.tokens for h in greedy_search(model, src, limits)]
+    assert generate(hf, src, c.pad_id, num_beams=1, bad_words_ids=[[c.pad_id], [c.bos_id]]) == ours
+    outputs = [tokenizer.decode(t) for t in ours]
+    assert [theirs_tokenizer.decode(t, skip_special_tokens=True) for t in ours] == outputs
+    assert [ids[:-1] for ids in theirs_tokenizer(text_target=outputs).input_ids] == \
+        tokenizer.encode(outputs, "target")
+    back, back_tokenizer, _ = load_marian(out)
+    assert back.config.vocabulary == "separate" and back_tokenizer.separate
+    assert back_tokenizer.encode(lines) == tokenizer.encode(lines)
+    assert back_tokenizer.pieces(ours[0]) == tokenizer.pieces(ours[0])
+    assert [h.tokens for h in greedy_search(back, src, limits)] == ours
+
+
 def test_what_marian_cannot_represent_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="Marian has no pre-norm layers"):
         to_marian(tiny_model(norm_position="pre"))

@@ -29,7 +29,12 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--src-lang", default="en", metavar="LANG", help="source language code (default: en)")
     p.add_argument("--tgt-lang", default="de", metavar="LANG", help="target language code (default: de)")
     p.add_argument("--vocab-size", type=int, default=8000, metavar="INT",
-                   help="BPE pieces to learn (default: 8000)")
+                   help="BPE pieces to learn (default: 8000); with --vocabulary separate, the target's")
+    p.add_argument("--vocabulary", choices=("joint", "separate"), default="joint",
+                   help="joint (default): one BPE vocabulary for both languages; separate: one per language "
+                        "(train with --vocabulary separate --no-share-embeddings)")
+    p.add_argument("--src-vocab-size", type=positive_int, default=None, metavar="INT",
+                   help="with --vocabulary separate: the source's BPE pieces (default: --vocab-size)")
     p.add_argument("--max-len", type=positive_int, default=cfg.DataConfig.max_len, metavar="INT",
                    help="leave out training pairs with more subword tokens than this on either side "
                         f"(default: {cfg.DataConfig.max_len}; `train --max-len` can lower it later)")
@@ -44,9 +49,15 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_out(args.out, "prepared data directory", prepared.is_data_dir, args.force)  # before any work
+    separate = args.vocabulary == "separate"
+    if args.src_vocab_size and not separate:
+        raise cfg.ConfigError("--src-vocab-size sets the source vocabulary of --vocabulary separate")
+    src_vocab_size = (args.src_vocab_size or args.vocab_size) if separate else None
     tokenizer, read = prepared.learn_tokenizer(args.train, args.src_lang, args.tgt_lang, args.vocab_size,
-                                               args.seed, args.sample_pairs)
-    print(f"tokenizer: {tokenizer.vocab_size:,} pieces from {read} of {args.train}")
+                                               args.seed, args.sample_pairs, src_vocab_size)
+    sizes = (f"{tokenizer.source_vocab_size:,} source and {tokenizer.vocab_size:,} target pieces" if separate
+             else f"{tokenizer.vocab_size:,} pieces")
+    print(f"tokenizer: {sizes} from {read} of {args.train}")
     data = prepared.prepare(args.out, args.train, args.valid, args.src_lang, args.tgt_lang, tokenizer,
                             args.max_len, args.force)
     for name, spec in (("train", data.train), ("valid", data.valid)):

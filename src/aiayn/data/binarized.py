@@ -40,7 +40,8 @@ def write(out: str | Path, pairs: Iterable[tuple[str, str]], tokenizer: Tokenize
     """Encode `pairs` (read once, `chunk` at a time) into the corpus directory `out`, dropping pairs
     with an empty side and pairs longer than `max_len` tokens, as `batching.tokenize` does. The
     directory appears whole or not at all. `progress`: a bar's description, or None for no bar."""
-    dtype = np.uint16 if tokenizer.vocab_size <= np.iinfo(np.uint16).max + 1 else np.uint32
+    largest = max(tokenizer.source_vocab_size, tokenizer.vocab_size)
+    dtype = np.uint16 if largest <= np.iinfo(np.uint16).max + 1 else np.uint32
     counts = {"pairs": 0, "dropped_empty": 0, "dropped_long": 0, "source_tokens": 0, "target_tokens": 0}
     with replacing(out, "tokenized corpus", is_corpus_dir, force) as tmp:
         files = {f"{side}.{kind}": open(tmp / f"{side}.{kind}", "wb")
@@ -58,7 +59,7 @@ def write(out: str | Path, pairs: Iterable[tuple[str, str]], tokenizer: Tokenize
             for f in files.values():
                 f.close()
         meta = {"format": FORMAT, "dtype": np.dtype(dtype).name, "vocab_size": tokenizer.vocab_size,
-                "max_len": max_len, **counts}
+                "source_vocab_size": tokenizer.source_vocab_size, "max_len": max_len, **counts}
         (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return MappedCorpus(out)
 

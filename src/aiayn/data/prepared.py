@@ -48,15 +48,18 @@ def is_data_dir(path: Path) -> bool:
 
 
 def learn_tokenizer(spec: str, src_lang: str, tgt_lang: str, vocab_size: int, seed: int,
-                    sample_size: int) -> tuple[Tokenizer, str]:
-    """A joint tokenizer learned on a uniform random sample of at most `sample_size` pairs of `spec`,
-    and what it was learned from, in words."""
+                    sample_size: int, src_vocab_size: int | None = None) -> tuple[Tokenizer, str]:
+    """A tokenizer learned on a uniform random sample of at most `sample_size` pairs of `spec`, and
+    what it was learned from, in words: one joint vocabulary of `vocab_size` pieces, or with
+    `src_vocab_size` separate ones (that many source pieces, `vocab_size` target pieces)."""
     pairs, total = sample_pairs(iter_pairs(spec, src_lang, tgt_lang), sample_size, seed)
     source, target = [s for s, _ in pairs], [t for _, t in pairs]
     if not any(source) and not any(target):
         raise DataError(f"{spec}: no text to learn a tokenizer from ({total:,} empty pairs)")
     read = (f"{total:,} pairs" if len(pairs) == total
             else f"a random sample of {len(pairs):,} of {total:,} pairs")
+    if src_vocab_size:
+        return Tokenizer.train_separate(source, target, src_vocab_size, vocab_size, seed), read
     return Tokenizer.train(source + target, vocab_size, seed), read
 
 

@@ -37,7 +37,8 @@ def _spec(model: Transformer, tokenizer: Tokenizer, max_positions: int):
         (c.n_encoder_layers, c.n_decoder_layers), c.n_heads, with_relative_position=relative,
         pre_norm=c.norm_position == "pre", activation=activation)
     spec.config.layer_norm_epsilon = c.layer_norm_eps
-    pieces = tokenizer.pieces(list(range(tokenizer.vocab_size)))
+    pieces = tokenizer.pieces(list(range(tokenizer.vocab_size)))  # the target's
+    source_pieces = tokenizer.pieces(list(range(tokenizer.source_vocab_size)), "source")
     spec.config.decoder_start_token = pieces[c.bos_id]
     spec.config.eos_token, spec.config.unk_token = pieces[c.eos_id], pieces[tokenizer.unk_id]
     spec.config.add_source_eos = True  # aiayn ends every source with eos
@@ -86,7 +87,7 @@ def _spec(model: Transformer, tokenizer: Tokenizer, max_positions: int):
             linear(layer.ffn.linear_1, f"{ours}.feed_forward.w2")
             norm(layer.ffn.layer_norm, f"{ours}.feed_forward_res.norm")
     linear(spec.decoder.projection, "output_proj")
-    spec.register_source_vocabulary(pieces)
+    spec.register_source_vocabulary(source_pieces)
     spec.register_target_vocabulary(pieces)
     return spec
 
@@ -141,7 +142,8 @@ class CTranslate2Translator:
             return results
         longest = max(len(ids[i]) + 1 for i in todo)
         try:
-            outputs = self._translate_batch(config, [tokenizer.pieces(ids[i]) for i in todo], longest)
+            sources = [tokenizer.pieces(ids[i], "source") for i in todo]
+            outputs = self._translate_batch(config, sources, longest)
         except RuntimeError as e:  # its CUDA libraries load at the first translation
             if "libcu" not in str(e):
                 raise

@@ -38,21 +38,29 @@ def is_marian_dir(path: str | Path) -> bool:
     return isinstance(config, dict) and config.get("model_type") == "marian"
 
 
-def config_from_marian(hf) -> ModelConfig:
-    """The aiayn ModelConfig of a MarianConfig; raises ConversionError for what aiayn cannot represent."""
+def config_from_marian(hf, separate: bool | None = None) -> ModelConfig:
+    """The aiayn ModelConfig of a MarianConfig; raises ConversionError for what aiayn cannot represent.
+    `separate`: whether the tokenizer has separate source and target vocabularies (None: whether the
+    decoder's vocabulary has another size)."""
+    decoder_vocab_size = hf.decoder_vocab_size or hf.vocab_size
+    if separate is None:
+        separate = decoder_vocab_size != hf.vocab_size
     problems = []
     for name in ("attention_heads", "ffn_dim"):
         encoder, decoder = getattr(hf, "encoder_" + name), getattr(hf, "decoder_" + name)
         if encoder != decoder:
             problems.append(f"{name}: encoder {encoder} != decoder {decoder}")
-    if (hf.decoder_vocab_size or hf.vocab_size) != hf.vocab_size:
-        problems.append(f"separate decoder vocabulary ({hf.decoder_vocab_size} != {hf.vocab_size})")
+    if separate and hf.share_encoder_decoder_embeddings:
+        problems.append("separate vocabularies with one shared embedding")
+    if not separate and decoder_vocab_size != hf.vocab_size:
+        problems.append(f"one vocabulary of two sizes ({decoder_vocab_size} != {hf.vocab_size})")
     if hf.activation_function not in ACTIVATIONS:
         problems.append(f"activation {hf.activation_function!r}")
     if problems:
         raise ConversionError("cannot convert this Marian model: " + "; ".join(problems))
+    vocabulary = {"vocabulary": "separate", "src_vocab_size": hf.vocab_size} if separate else {}
     return ModelConfig(
-        vocab_size=hf.vocab_size, d_model=hf.d_model, n_heads=hf.encoder_attention_heads,
+        vocab_size=decoder_vocab_size, **vocabulary, d_model=hf.d_model, n_heads=hf.encoder_attention_heads,
         d_ff=hf.encoder_ffn_dim, n_encoder_layers=hf.encoder_layers, n_decoder_layers=hf.decoder_layers,
         dropout=hf.dropout,
         attention_dropout=hf.attention_dropout, activation_dropout=hf.activation_dropout,
@@ -73,7 +81,7 @@ def marian_config(c: ModelConfig, max_positions: int = 1024):
     if problems:
         raise ConversionError("Marian has no " + ", ".join(problems))
     return MarianConfig(
-        vocab_size=c.vocab_size, decoder_vocab_size=c.vocab_size, d_model=c.d_model,
+        vocab_size=c.source_vocab_size, decoder_vocab_size=c.vocab_size, d_model=c.d_model,
         encoder_layers=c.n_encoder_layers, decoder_layers=c.n_decoder_layers,
         encoder_attention_heads=c.n_heads, decoder_attention_heads=c.n_heads,
         encoder_ffn_dim=c.d_ff, decoder_ffn_dim=c.d_ff, activation_function=MARIAN_ACTIVATIONS[c.activation],
@@ -118,9 +126,9 @@ def weight_names(c: ModelConfig) -> list[tuple[str, list[str]]]:
     return pairs
 
 
-def from_marian(hf_model) -> Transformer:
-    """An aiayn Transformer with the weights of a MarianMTModel."""
-    config = config_from_marian(hf_model.config)
+def from_marian(hf_model, separate: bool | None = None) -> Transformer:
+    """An aiayn Transformer with the weights of a MarianMTModel (`separate`: as `config_from_marian`)."""
+    config = config_from_marian(hf_model.config, separate)
     theirs = hf_model.state_dict()
     theirs["final_logits_bias"] = theirs["final_logits_bias"][0]  # (1, V) -> (V,)
     ours = {name: torch.cat([theirs[n] for n in names]) for name, names in weight_names(config)}
@@ -176,7 +184,8 @@ def load_marian(path: str | Path) -> tuple[Transformer, Tokenizer, dict]:
     if config_file.exists():
         tokenizer_config = json.loads(config_file.read_text(encoding="utf-8"))
         languages = {k: v for k in ("source_lang", "target_lang") if (v := tokenizer_config.get(k))}
-    return from_marian(hf_model), Tokenizer.load(path), languages
+    tokenizer = Tokenizer.load(path)
+    return from_marian(hf_model, tokenizer.separate), tokenizer, languages
 
 
 def save_marian(model: Transformer, tokenizer: Tokenizer, out: str | Path, src_lang: str = "",
@@ -200,11 +209,14 @@ def _write_marian(hf_model, c: ModelConfig, tokenizer: Tokenizer, out: Path, src
         decoder_start_token_id=c.bos_id, pad_token_id=c.pad_id, eos_token_id=c.eos_id,
         forced_eos_token_id=c.eos_id, bad_words_ids=[[i] for i in never], num_beams=4, max_length=512)
     hf_model.save_pretrained(out)
-    if tokenizer.vocab is None:  # Marian's three files: source.spm, target.spm, vocab.json
-        tokenizer = Tokenizer(tokenizer.source_proto, tokenizer.source_proto,
-                              tokenizer.pieces(list(range(tokenizer.vocab_size))))
+    if tokenizer.vocab is None:  # Marian's files: source.spm, target.spm, vocab.json (target_vocab.json)
+        source, target = tokenizer.source_proto, tokenizer.target_proto or tokenizer.source_proto
+        source_vocab = tokenizer.pieces(list(range(tokenizer.source_vocab_size)), "source")
+        target_vocab = tokenizer.pieces(list(range(tokenizer.vocab_size))) if tokenizer.separate else None
+        tokenizer = Tokenizer(source, target, source_vocab, target_vocab)
     tokenizer.save(out)
-    tokenizer_config = {"source_lang": src_lang, "target_lang": tgt_lang, "separate_vocabs": False,
-                        "model_max_length": max_positions, "tokenizer_class": "MarianTokenizer"}
+    tokenizer_config = {"source_lang": src_lang, "target_lang": tgt_lang,
+                        "separate_vocabs": tokenizer.separate, "model_max_length": max_positions,
+                        "tokenizer_class": "MarianTokenizer"}
     text = json.dumps(tokenizer_config, indent=2) + "\n"
     (out / "tokenizer_config.json").write_text(text, encoding="utf-8")

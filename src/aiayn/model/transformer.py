@@ -85,7 +85,7 @@ class Transformer(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
-        self.src_embed = TokenEmbedding(config.vocab_size, config.d_model, config.scale_embedding)
+        self.src_embed = TokenEmbedding(config.source_vocab_size, config.d_model, config.scale_embedding)
         self.tgt_embed = (self.src_embed if config.share_embeddings
                           else TokenEmbedding(config.vocab_size, config.d_model, config.scale_embedding))
         self.positions = position_encoding(config.positional, config.d_model, config.pe_layout,
