@@ -7,10 +7,11 @@ from aiayn.cli import main
 def test_all_experiments_run_quickly_and_write_the_report(tmp_path, capsys):
     assert main(["experiments", "--quick", "--out", str(tmp_path)]) == 0
     report = (tmp_path / "experiments.md").read_text()
-    for number in range(1, 12):
+    for number in range(1, 13):
         assert f"\n## {number}. " in report
-    assert report.count("**Verdict: ") == 11
-    assert "| relative | " in report and "every claim but 9 and 11" in report
+    assert report.count("**Verdict: ") == 12
+    assert "| relative | " in report and "every claim but 9, 11, 12" in report
+    assert "| separate | " in report and "updates to reach" in report
     for figure in ("claim1_softmax_gradients.png", "claim8_attention_cost.png"):
         assert (tmp_path / figure).stat().st_size > 5_000 and f"]({figure})" in report
     printed = capsys.readouterr().out

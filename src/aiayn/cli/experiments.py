@@ -17,10 +17,11 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
         name, help="measure the paper's claims and write a report",
         description="Run the experiments behind ten of the paper's claims (scaled dot products, heads, "
                     "symmetry, weight sharing, embedding scale, relative positions, parallel training, "
-                    "quadratic cost, learned positions, additive attention) and one of its follow-up "
-                    "(relative position representations, Shaw et al. 2018), and write "
+                    "quadratic cost, learned positions, additive attention), one of its follow-up "
+                    "(relative position representations, Shaw et al. 2018) and one of its setup (a joint "
+                    "vocabulary against two), and write "
                     "OUT/experiments.md with tables, figures and a verdict from the numbers for each. "
-                    "All but claims 9 and 11 take under a minute on a 2-core CPU; those train two "
+                    "All but claims 9, 11 and 12 take under a minute on a 2-core CPU; those train two "
                     "models each (--training-steps each). "
                     "Each finding is kept in OUT/findings/ and the report covers every finding kept "
                     "there, so claims can be run (or rerun) separately with --only.")
@@ -28,10 +29,11 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                    help="report directory (default: experiments; the committed report is docs/experiments)")
     claims = range(1, len(experiments.experiments()) + 1)
     p.add_argument("--only", type=int, nargs="+", metavar="N", choices=claims,
-                   help="run only these claims (1-11); the report keeps the others' last findings")
+                   help=f"run only these claims (1-{len(claims)}); the report keeps the others' last "
+                        "findings")
     p.add_argument("--quick", action="store_true", help="reduced sizes: seconds per claim, for tests")
     p.add_argument("--training-steps", type=positive_int, default=1500, metavar="INT",
-                   help="claims 9 and 11: updates per model on Multi30k (default: 1500, about 30 "
+                   help="claims 9, 11 and 12: updates per model on Multi30k (default: 1500, about 30 "
                         "minutes each)")
 
 
@@ -43,12 +45,12 @@ def run(args: argparse.Namespace) -> int:
     others = sum(f.seconds for f in findings if f.number not in TRAINING)
     header = (f"Measured with `aiayn experiments{' --quick' if args.quick else ''}` on {cpu_name()} "
               f"({torch.get_num_threads()} threads, torch {torch.__version__}): {others:.0f} s for "
-              f"every claim but 9 and 11{_training_budget(findings)}.\n")
+              f"every claim but {', '.join(map(str, TRAINING))}{_training_budget(findings)}.\n")
     print(experiments.report(findings, out / "experiments.md", header))
     return 0
 
 
-TRAINING = (9, 11)  # the claims that train models
+TRAINING = (9, 11, 12)  # the claims that train models
 
 
 def _training_budget(findings: list[experiments.Finding]) -> str:

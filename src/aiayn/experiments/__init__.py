@@ -5,8 +5,8 @@ returns its numbers as a Markdown table, optional figures, and a verdict compute
 numbers, never written in advance. `quick=True` shrinks every experiment to seconds for CI.
 
 Each finding is saved to OUT/findings/claimN.json as soon as it is measured, and the report is
-built from every finding saved there: the long claims 9 and 11 (which train models) can run on
-their own (`--only 9 11`) and a crash loses only the claim being measured.
+built from every finding saved there: the long claims 9, 11 and 12 (which train models) can run
+on their own (`--only 9 11 12`) and a crash loses only the claim being measured.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pathlib import Path
 class ExperimentContext:
     out: Path  # where figures go
     quick: bool = False  # reduced sizes, for CI
-    training_steps: int = 1500  # updates per model for claims 9 and 11 (about 30 minutes each on 2 CPU cores)
-    run_dir: Path | None = None  # the training runs of claims 9 and 11 (default: out / "runs")
+    training_steps: int = 1500  # updates per model of claims 9, 11, 12 (about 30 minutes each, 2 CPU cores)
+    run_dir: Path | None = None  # the training runs of claims 9, 11 and 12 (default: out / "runs")
 
 
 @dataclass
@@ -46,12 +46,12 @@ def markdown_table(header: list[str], rows: list[list[object]]) -> str:
 
 
 def experiments() -> list[Callable[[ExperimentContext], Finding]]:
-    from aiayn.experiments import attention, decoding, parameters, positions
+    from aiayn.experiments import attention, decoding, parameters, positions, vocabularies
 
     return [attention.scaling, attention.heads, attention.symmetry, parameters.sharing,
             parameters.embedding_scale, positions.relative, decoding.parallel_training,
             attention.quadratic_cost, positions.learned_vs_sinusoidal, attention.additive,
-            positions.relative_vs_sinusoidal]
+            positions.relative_vs_sinusoidal, vocabularies.joint_vs_separate]
 
 
 def run(context: ExperimentContext, only: set[int] | None = None,

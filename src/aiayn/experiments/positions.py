@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-
 import torch
 
-from aiayn.config import DataConfig, DecodeConfig, TrainConfig, model_config
 from aiayn.experiments import ExperimentContext, Finding, markdown_table
+from aiayn.experiments.variants import Trained, long_inputs, method, train_variants
 from aiayn.model.positional import sinusoids
 
 
@@ -40,69 +37,8 @@ def relative(ctx: ExperimentContext) -> Finding:
         "rotation of each sin/cos pair), and nothing limits the length.")
 
 
-@dataclass
-class Trained:
-    """Models of one comparison, trained alike, and what they translate."""
-
-    spec: str
-    preset: str
-    steps: int
-    longest: int  # positions training uses (the longest sentence + eos or bos)
-    long_tokens: int  # the fewest tokens of the long inputs
-    bleu: dict[str, float]  # validation BLEU per variant
-    long: dict[str, str]  # per variant: "BLEU x" on the long inputs, or "cannot: why"
-
-
-def train_variants(ctx: ExperimentContext, variants: dict[str, dict]) -> Trained:
-    """Train one model per variant (model config overrides) alike on Multi30k en->de (quick: the
-    synthetic reverse task) for `training_steps` updates; score validation BLEU with beam 4, and
-    20 inputs longer than any training sentence (four validation sentences joined). Learned
-    positions cover the positions training uses, no more."""
-    from aiayn.data.batching import tokenize
-    from aiayn.data.corpora import load_corpus
-    from aiayn.decoding.translator import translate, translate_ids
-    from aiayn.evaluate import score
-    from aiayn.model import Transformer
-    from aiayn.tokenizer import Tokenizer
-    from aiayn.train.loop import train
-
-    spec, preset, vocab, steps, warmup, batch_tokens = (
-        ("synthetic:reverse", "tiny", 512, 60, 30, 1024) if ctx.quick
-        else ("multi30k", "small", 8000, ctx.training_steps, 1000, 4096))
-    corpus = load_corpus(spec, "en", "de")
-    valid = load_corpus("synthetic:reverse:val" if ctx.quick else "multi30k:val", "en", "de")
-    tokenizer = Tokenizer.train(corpus.source + corpus.target, vocab)
-    train_data, valid_data = tokenize(corpus, tokenizer, 256), tokenize(valid, tokenizer)
-    longest = max(len(s) for s in train_data.source + train_data.target) + 1  # with eos or bos
-    long_lines = [" ".join(valid.source[i:i + 4]) for i in range(0, 80, 4)]
-    long_refs = [" ".join(valid.target[i:i + 4]) for i in range(0, 80, 4)]
-    long_tokens = min(len(s) for s in tokenizer.encode(long_lines)) + 1
-    run_dir = ctx.run_dir or ctx.out / "runs"
-    result = Trained(spec, preset, steps, longest, long_tokens, {}, {})
-    for name, overrides in variants.items():
-        torch.manual_seed(1)
-        model = Transformer(model_config(preset, vocab_size=tokenizer.vocab_size, max_positions=longest,
-                                         dropout=0.3, attention_dropout=0.0, activation_dropout=0.0,
-                                         **overrides))
-        config = TrainConfig(warmup_steps=warmup, lr_scale=0.5, max_steps=steps, valid_every=0, save_every=0,
-                             keep_checkpoints=1, log_every=100)
-        train(model, tokenizer, train_data, None, DataConfig(batch_tokens=batch_tokens), config,
-              Path(run_dir) / name)
-        hypotheses = translate_ids(model, tokenizer, valid_data.source, DecodeConfig(), progress=False)
-        result.bleu[name] = score([h[0].text for h in hypotheses], valid.target).bleu
-        try:
-            long_hyps = translate(model, tokenizer, long_lines, DecodeConfig(), progress=False)
-            result.long[name] = f"BLEU {score([h[0].text for h in long_hyps], long_refs).bleu:.1f}"
-        except ValueError as e:
-            result.long[name] = f"cannot: {str(e).split(';')[0]}"
-    return result
-
-
 def _method(t: Trained, what: str) -> str:
-    return (f"{what}, trained alike on {t.spec} en->de for {t.steps:,} updates each (the recipe of "
-            "recipes/multi30k-small.toml, cut short); validation sacreBLEU with beam 4. Then 20 inputs of "
-            f"at least {t.long_tokens} tokens, four validation sentences joined, scored against the joined "
-            "references.")
+    return method(t, what) + long_inputs(t)
 
 
 def learned_vs_sinusoidal(ctx: ExperimentContext) -> Finding:

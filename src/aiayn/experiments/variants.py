@@ -1,0 +1,109 @@
+"""Models of one comparison trained alike on Multi30k en->de, for the claims that train (9, 11, 12)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from aiayn.config import DataConfig, DecodeConfig, TrainConfig, model_config
+from aiayn.experiments import ExperimentContext
+
+if TYPE_CHECKING:
+    from aiayn.data.batching import TokenizedCorpus
+
+
+@dataclass
+class Trained:
+    """Models of one comparison, trained alike, and what they translate."""
+
+    spec: str
+    preset: str
+    steps: int
+    longest: int  # positions training uses (the longest sentence + eos or bos, joint vocabulary)
+    long_tokens: int  # the fewest tokens of the long inputs (joint vocabulary)
+    bleu: dict[str, float] = field(default_factory=dict)  # validation BLEU per variant
+    long: dict[str, str] = field(default_factory=dict)  # per variant: "BLEU x" on long inputs, "cannot: why"
+    parameters: dict[str, int] = field(default_factory=dict)  # per variant
+    # per variant, with `valid_every`: (update, validation loss in nats per reference word)
+    curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+
+
+def train_variants(ctx: ExperimentContext, variants: dict[str, dict], valid_every: int = 0) -> Trained:
+    """Train one model per variant (model config overrides) alike on Multi30k en->de (quick: the
+    synthetic reverse task) for `training_steps` updates; score validation BLEU with beam 4, and
+    20 inputs longer than any training sentence (four validation sentences joined). Learned
+    positions cover the positions training uses, no more. A variant with vocabulary=separate gets
+    one BPE vocabulary per language, each the size of the joint one. With `valid_every`, the
+    validation loss every that many updates, per reference word so that tokenizations compare."""
+    from aiayn.data.batching import tokenize
+    from aiayn.data.corpora import load_corpus
+    from aiayn.decoding.translator import translate, translate_ids
+    from aiayn.evaluate import score
+    from aiayn.model import Transformer
+    from aiayn.tokenizer import Tokenizer
+    from aiayn.train.loop import train
+
+    spec, preset, vocab, steps, warmup, batch_tokens = (
+        ("synthetic:reverse", "tiny", 512, 60, 30, 1024) if ctx.quick
+        else ("multi30k", "small", 8000, ctx.training_steps, 1000, 4096))
+    corpus = load_corpus(spec, "en", "de")
+    valid = load_corpus("synthetic:reverse:val" if ctx.quick else "multi30k:val", "en", "de")
+    words = sum(len(t.split()) + 1 for t in valid.target)  # + 1: the end of each sentence (eos)
+    tokenizers = {"joint": Tokenizer.train(corpus.source + corpus.target, vocab)}
+    long_lines = [" ".join(valid.source[i:i + 4]) for i in range(0, 80, 4)]
+    long_refs = [" ".join(valid.target[i:i + 4]) for i in range(0, 80, 4)]
+    joint_train = tokenize(corpus, tokenizers["joint"], 256)
+    result = Trained(spec, preset, steps, _longest(joint_train),
+                     min(len(s) for s in tokenizers["joint"].encode(long_lines)) + 1)
+    run_dir = Path(ctx.run_dir or ctx.out / "runs")
+    for name, overrides in variants.items():
+        kind = overrides.get("vocabulary", "joint")
+        if kind not in tokenizers:
+            tokenizers[kind] = Tokenizer.train_separate(corpus.source, corpus.target, vocab, vocab)
+        tokenizer = tokenizers[kind]
+        train_data = joint_train if kind == "joint" else tokenize(corpus, tokenizer, 256)
+        valid_data = tokenize(valid, tokenizer)
+        sizes = {"src_vocab_size": tokenizer.source_vocab_size} if kind == "separate" else {}
+        torch.manual_seed(1)
+        model = Transformer(model_config(preset, vocab_size=tokenizer.vocab_size, **sizes,
+                                         max_positions=_longest(train_data), dropout=0.3,
+                                         attention_dropout=0.0, activation_dropout=0.0, **overrides))
+        result.parameters[name] = sum(p.numel() for p in model.parameters())
+        config = TrainConfig(warmup_steps=warmup, lr_scale=0.5, max_steps=steps, valid_every=valid_every,
+                             bleu_every=0, save_every=0, keep_checkpoints=1, log_every=100)
+        train(model, tokenizer, train_data, valid_data if valid_every else None,
+              DataConfig(batch_tokens=batch_tokens), config, run_dir / name)
+        if valid_every:
+            result.curves[name] = [(r["step"], r["nll"] * r["tokens"] / words)
+                                   for r in _records(run_dir / name, "valid")]
+        hypotheses = translate_ids(model, tokenizer, valid_data.source, DecodeConfig(), progress=False)
+        result.bleu[name] = score([h[0].text for h in hypotheses], valid.target).bleu
+        try:
+            long_hyps = translate(model, tokenizer, long_lines, DecodeConfig(), progress=False)
+            result.long[name] = f"BLEU {score([h[0].text for h in long_hyps], long_refs).bleu:.1f}"
+        except ValueError as e:
+            result.long[name] = f"cannot: {str(e).split(';')[0]}"
+    return result
+
+
+def _longest(data: TokenizedCorpus) -> int:
+    return max(len(s) for s in data.source + data.target) + 1  # with eos or bos
+
+
+def _records(run_dir: Path, kind: str) -> list[dict]:
+    lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    return [r for r in map(json.loads, lines) if r.get("kind") == kind]
+
+
+def method(t: Trained, what: str) -> str:
+    return (f"{what}, trained alike on {t.spec} en->de for {t.steps:,} updates each (the recipe of "
+            "recipes/multi30k-small.toml, cut short); validation sacreBLEU with beam 4.")
+
+
+def long_inputs(t: Trained) -> str:
+    return (f" Then 20 inputs of at least {t.long_tokens} tokens, four validation sentences joined, scored "
+            "against the joined references.")
