@@ -59,7 +59,7 @@ def train_variants(ctx: ExperimentContext, variants: dict[str, dict], valid_ever
     joint_train = tokenize(corpus, tokenizers["joint"], 256)
     result = Trained(spec, preset, steps, _longest(joint_train),
                      min(len(s) for s in tokenizers["joint"].encode(long_lines)) + 1)
-    run_dir = Path(ctx.run_dir or ctx.out / "runs")
+    run_dir = Path(ctx.run_dir or ctx.out / "runs") / "-".join(variants)  # one per comparison
     for name, overrides in variants.items():
         kind = overrides.get("vocabulary", "joint")
         if kind not in tokenizers:
