@@ -68,6 +68,15 @@ class Tokenizer:
         return cls(cls._learn(sentences, vocab_size, seed))
 
     @classmethod
+    def learn(cls, source: list[str], target: list[str], vocab_size: int, seed: int = 1,
+              src_vocab_size: int | None = None) -> Tokenizer:
+        """One joint BPE vocabulary of `vocab_size` pieces from both sides, or with `src_vocab_size`
+        one per language (that many source pieces, `vocab_size` target pieces)."""
+        if src_vocab_size:
+            return cls.train_separate(source, target, src_vocab_size, vocab_size, seed)
+        return cls.train(source + target, vocab_size, seed)
+
+    @classmethod
     def train_separate(cls, source: Iterable[str], target: Iterable[str], source_size: int, target_size: int,
                        seed: int = 1) -> Tokenizer:
         """Learn one BPE vocabulary per language: `source_size` pieces from the source sentences,

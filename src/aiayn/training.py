@@ -30,7 +30,7 @@ from aiayn import checkpoint
 from aiayn import config as cfg
 from aiayn.data import binarized, prepared
 from aiayn.data.batching import TokenizedCorpus, make_batches, padding_fraction, tokenize
-from aiayn.data.corpora import DataError, ParallelCorpus, default_valid, load_corpus
+from aiayn.data.corpora import DataError, default_valid, load_corpus
 from aiayn.files import is_run_dir
 from aiayn.model import Transformer, parameter_counts
 from aiayn.tokenizer import Tokenizer
@@ -135,7 +135,9 @@ def _fresh(out: Path, preset: str | None, config: str | Path | None,
         if not any(corpus.source) or not any(corpus.target):
             raise DataError(f"{corpus.name}: no text to learn a tokenizer from ({len(corpus):,} pairs, "
                             "all empty on one side)")
-        tokenizer = _learn_tokenizer(corpus, asked, train_config.seed)
+        src_vocab_size = asked.source_vocab_size if asked.vocabulary == "separate" else None
+        tokenizer = Tokenizer.learn(corpus.source, corpus.target, asked.vocab_size, train_config.seed,
+                                    src_vocab_size)
     sizes = {"vocab_size": tokenizer.vocab_size}
     if tokenizer.separate:
         sizes["src_vocab_size"] = tokenizer.source_vocab_size
@@ -145,15 +147,6 @@ def _fresh(out: Path, preset: str | None, config: str | Path | None,
         "bos_id": tokenizer.bos_id, "eos_id": tokenizer.eos_id})
     torch.manual_seed(train_config.seed)
     return Transformer(model_config), tokenizer, data, train_config
-
-
-def _learn_tokenizer(corpus: ParallelCorpus, model: cfg.ModelConfig, seed: int) -> Tokenizer:
-    """The BPE vocabulary the model config asks for, learned on the training text: one joint, or one
-    per language."""
-    if model.vocabulary == "separate":
-        sizes = model.source_vocab_size, model.vocab_size
-        return Tokenizer.train_separate(corpus.source, corpus.target, *sizes, seed)
-    return Tokenizer.train(corpus.source + corpus.target, model.vocab_size, seed)
 
 
 def _check_vocabulary(tokenizer: Tokenizer, model: cfg.ModelConfig, data: cfg.DataConfig) -> None:

@@ -20,6 +20,7 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from aiayn.model.positional import sinusoids  # noqa: E402
+from aiayn.train.loop import MetricsLog  # noqa: E402
 from aiayn.translation import AttentionView  # noqa: E402
 
 TITLES = {"encoder": "encoder self-attention", "decoder": "decoder masked self-attention",
@@ -95,7 +96,7 @@ def positional_encoding_figure(d_model: int, length: int, path: str | Path) -> P
 
 def training_figure(run_dir: str | Path, path: str | Path) -> Path:
     """Loss, perplexity, learning rate and validation BLEU against the update step, from metrics.jsonl."""
-    records = _records(Path(run_dir) / "metrics.jsonl")
+    records = MetricsLog(Path(run_dir) / "metrics.jsonl").records()
     series = {kind: [r for r in records if r["kind"] == kind] for kind in ("train", "valid", "bleu")}
     fig, axes = plt.subplots(2, 2, figsize=(11, 7))
     (loss, ppl), (lr, bleu) = axes
@@ -120,19 +121,6 @@ def training_figure(run_dir: str | Path, path: str | Path) -> Path:
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return Path(path)
-
-
-def _records(path: Path) -> list[dict]:
-    """The metrics records of a run; a line cut short by a killed process is skipped."""
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and "kind" in record and "step" in record:
-            records.append(record)
-    return records
 
 
 HTML_PAGE = """<!doctype html>

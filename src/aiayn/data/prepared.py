@@ -58,9 +58,7 @@ def learn_tokenizer(spec: str, src_lang: str, tgt_lang: str, vocab_size: int, se
         raise DataError(f"{spec}: no text to learn a tokenizer from ({total:,} empty pairs)")
     read = (f"{total:,} pairs" if len(pairs) == total
             else f"a random sample of {len(pairs):,} of {total:,} pairs")
-    if src_vocab_size:
-        return Tokenizer.train_separate(source, target, src_vocab_size, vocab_size, seed), read
-    return Tokenizer.train(source + target, vocab_size, seed), read
+    return Tokenizer.learn(source, target, vocab_size, seed, src_vocab_size), read
 
 
 def prepare(out: str | Path, train: str, valid: str | None, src_lang: str, tgt_lang: str,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,9 +42,9 @@ def train_variants(ctx: ExperimentContext, variants: dict[str, dict], valid_ever
     from aiayn.data.corpora import load_corpus
     from aiayn.decoding.translator import translate, translate_ids
     from aiayn.evaluate import score
-    from aiayn.model import Transformer
+    from aiayn.model import Transformer, parameter_counts
     from aiayn.tokenizer import Tokenizer
-    from aiayn.train.loop import train
+    from aiayn.train.loop import MetricsLog, train
 
     spec, preset, vocab, steps, warmup, batch_tokens = (
         ("synthetic:reverse", "tiny", 512, 60, 30, 1024) if ctx.quick
@@ -53,7 +52,7 @@ def train_variants(ctx: ExperimentContext, variants: dict[str, dict], valid_ever
     corpus = load_corpus(spec, "en", "de")
     valid = load_corpus("synthetic:reverse:val" if ctx.quick else "multi30k:val", "en", "de")
     words = sum(len(t.split()) + 1 for t in valid.target)  # + 1: the end of each sentence (eos)
-    tokenizers = {"joint": Tokenizer.train(corpus.source + corpus.target, vocab)}
+    tokenizers = {"joint": Tokenizer.learn(corpus.source, corpus.target, vocab)}
     long_lines = [" ".join(valid.source[i:i + 4]) for i in range(0, 80, 4)]
     long_refs = [" ".join(valid.target[i:i + 4]) for i in range(0, 80, 4)]
     joint_train = tokenize(corpus, tokenizers["joint"], 256)
@@ -63,7 +62,7 @@ def train_variants(ctx: ExperimentContext, variants: dict[str, dict], valid_ever
     for name, overrides in variants.items():
         kind = overrides.get("vocabulary", "joint")
         if kind not in tokenizers:
-            tokenizers[kind] = Tokenizer.train_separate(corpus.source, corpus.target, vocab, vocab)
+            tokenizers[kind] = Tokenizer.learn(corpus.source, corpus.target, vocab, src_vocab_size=vocab)
         tokenizer = tokenizers[kind]
         train_data = joint_train if kind == "joint" else tokenize(corpus, tokenizer, 256)
         valid_data = tokenize(valid, tokenizer)
@@ -72,14 +71,14 @@ def train_variants(ctx: ExperimentContext, variants: dict[str, dict], valid_ever
         model = Transformer(model_config(preset, vocab_size=tokenizer.vocab_size, **sizes,
                                          max_positions=_longest(train_data), dropout=0.3,
                                          attention_dropout=0.0, activation_dropout=0.0, **overrides))
-        result.parameters[name] = sum(p.numel() for p in model.parameters())
+        result.parameters[name] = parameter_counts(model)["total"]
         config = TrainConfig(warmup_steps=warmup, lr_scale=0.5, max_steps=steps, valid_every=valid_every,
                              bleu_every=0, save_every=0, keep_checkpoints=1, log_every=100)
         train(model, tokenizer, train_data, valid_data if valid_every else None,
               DataConfig(batch_tokens=batch_tokens), config, run_dir / name)
         if valid_every:
             result.curves[name] = [(r["step"], r["nll"] * r["tokens"] / words)
-                                   for r in _records(run_dir / name, "valid")]
+                                   for r in MetricsLog(run_dir / name / "metrics.jsonl").records("valid")]
         hypotheses = translate_ids(model, tokenizer, valid_data.source, DecodeConfig(), progress=False)
         result.bleu[name] = score([h[0].text for h in hypotheses], valid.target).bleu
         try:
@@ -92,11 +91,6 @@ def train_variants(ctx: ExperimentContext, variants: dict[str, dict], valid_ever
 
 def _longest(data: TokenizedCorpus) -> int:
     return max(len(s) for s in data.source + data.target) + 1  # with eos or bos
-
-
-def _records(run_dir: Path, kind: str) -> list[dict]:
-    lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-    return [r for r in map(json.loads, lines) if r.get("kind") == kind]
 
 
 def method(t: Trained, what: str) -> str:

@@ -227,6 +227,19 @@ class MetricsLog:
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"kind": kind, **values}) + "\n")
 
+    def records(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """The records written so far (of one `kind`, or all); a line cut short by a killed process
+        is skipped."""
+        records = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and "kind" in record and "step" in record:
+                records.append(record)
+        return [r for r in records if kind in (None, r["kind"])]
+
     def keep_until(self, step: int) -> None:
         """Drop the records of updates after `step`: a run resumed there replays them, and logs them
         again. A line cut short by a crash is dropped too."""
