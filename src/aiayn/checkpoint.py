@@ -177,7 +177,7 @@ def _check_tokenizer(config: cfg.ModelConfig, tokenizer: Tokenizer, path: Path) 
     if tokenizer.vocab_size > config.vocab_size:
         wrong.append(f"vocab_size {config.vocab_size} there but {tokenizer.vocab_size} pieces in the "
                      "tokenizer")
-    if tokenizer.separate != (config.vocabulary == "separate"):
+    if tokenizer.separate != config.separate:
         wrong.append(f"vocabulary {config.vocabulary} there but "
                      f"{'separate' if tokenizer.separate else 'one'} vocabularies in the tokenizer")
     elif tokenizer.source_vocab_size > config.source_vocab_size:

@@ -96,7 +96,7 @@ class ModelConfig:
             raise ConfigError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"sinusoidal positions need an even d_model, got {self.d_model}")
-        if self.vocabulary == "separate" and self.share_embeddings:
+        if self.separate and self.share_embeddings:
             raise ConfigError("share_embeddings gives source and target tokens one embedding, which needs "
                               "one vocabulary: with vocabulary=separate pass --no-share-embeddings "
                               "(tie_output still ties the target embedding to the output layer)")
@@ -112,9 +112,14 @@ class ModelConfig:
         return self.d_model // self.n_heads
 
     @property
+    def separate(self) -> bool:
+        """Whether source and target have vocabularies of their own."""
+        return self.vocabulary == "separate"
+
+    @property
     def source_vocab_size(self) -> int:
         """Rows of the source embedding: vocab_size, or the source's own with separate vocabularies."""
-        return (self.src_vocab_size or self.vocab_size) if self.vocabulary == "separate" else self.vocab_size
+        return (self.src_vocab_size or self.vocab_size) if self.separate else self.vocab_size
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ def _fresh(out: Path, preset: str | None, config: str | Path | None,
         if not any(corpus.source) or not any(corpus.target):
             raise DataError(f"{corpus.name}: no text to learn a tokenizer from ({len(corpus):,} pairs, "
                             "all empty on one side)")
-        src_vocab_size = asked.source_vocab_size if asked.vocabulary == "separate" else None
+        src_vocab_size = asked.source_vocab_size if asked.separate else None
         tokenizer = Tokenizer.learn(corpus.source, corpus.target, asked.vocab_size, train_config.seed,
                                     src_vocab_size)
     sizes = {"vocab_size": tokenizer.vocab_size}
@@ -151,7 +151,7 @@ def _fresh(out: Path, preset: str | None, config: str | Path | None,
 
 def _check_vocabulary(tokenizer: Tokenizer, model: cfg.ModelConfig, data: cfg.DataConfig) -> None:
     """A given tokenizer has the vocabularies the model config asks for."""
-    if tokenizer.separate != (model.vocabulary == "separate"):
+    if tokenizer.separate != model.separate:
         has = "separate source and target vocabularies" if tokenizer.separate else "one joint vocabulary"
         fix = "--vocabulary separate --no-share-embeddings" if tokenizer.separate else "--vocabulary joint"
         raise cfg.ConfigError(f"the tokenizer {data.tokenizer} has {has}: train with {fix}")
