@@ -61,6 +61,16 @@ def test_compiled_beam_search_equals_eager_beam_search():
     assert graphs_compiled() == before
 
 
+def test_compiled_searches_equal_eager_ones_with_relative_positions():
+    """The compiled step adds the relative position embeddings as the model's own layers do:
+    the same greedy and beam outputs without absolute positions, padded sources included."""
+    model = tiny_model(relative_positions=4, positional="none")
+    src = random_ids(8, 9, seed=2)
+    src[1, 5:] = model.config.pad_id
+    assert_same_greedy(model, src, torch.tensor([6] * 4 + [12] * 4))
+    assert_same_beam(model, random_ids(3, 6, seed=3), torch.tensor([2, 9, 9]))
+
+
 def test_changed_weights_are_compiled_anew():
     """The weights are constants of a compiled graph: after they change in place, the search uses
     the new ones."""
