@@ -32,3 +32,26 @@ def test_a_claim_rerun_alone_updates_the_report_and_keeps_the_others(tmp_path, c
     assert "\n## 5. " in report and report.count("**Verdict: ") == 2  # not the full-size claim 4
     assert "claim 5: supported" in capsys.readouterr().out
     assert (tmp_path / "findings" / "claim5.json").exists()
+
+
+def test_a_comparison_run_again_reads_its_trained_models_back(tmp_path):
+    """The same comparison into the same place reuses the model trained to the same configs (no
+    update again, the same figures, its validation curve once); other configs train anew."""
+    from aiayn.experiments import ExperimentContext
+    from aiayn.experiments.variants import train_variants
+
+    ctx = ExperimentContext(tmp_path, quick=True)
+    run = tmp_path / "runs" / "joint" / "joint"
+    first = train_variants(ctx, {"joint": {}}, valid_every=20)
+    weights = run / "checkpoints" / "step_00000060" / "model.safetensors"
+    written, logged = weights.stat().st_mtime_ns, (run / "metrics.jsonl").read_text()
+
+    again = train_variants(ctx, {"joint": {}}, valid_every=20)
+    assert weights.stat().st_mtime_ns == written and (run / "metrics.jsonl").read_text() == logged
+    assert (again.bleu, again.long, again.curves) == (first.bleu, first.long, first.curves)
+    assert (first.read_back, again.read_back) == ([], ["joint"])
+    assert [step for step, _ in again.curves["joint"]] == [20, 40, 60]
+
+    other = train_variants(ctx, {"joint": {"activation": "gelu"}}, valid_every=20)
+    assert weights.stat().st_mtime_ns != written
+    assert [step for step, _ in other.curves["joint"]] == [20, 40, 60]  # the earlier run's curve is gone
