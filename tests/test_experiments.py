@@ -1,6 +1,7 @@
 """Every experiment runs (reduced) and reports; the deterministic claims must come out supported.
 Timing claims (2, 8, 10) are measurements for the report, not asserted here."""
 
+from aiayn import experiments
 from aiayn.cli import main
 
 
@@ -10,7 +11,7 @@ def test_all_experiments_run_quickly_and_write_the_report(tmp_path, capsys):
     for number in range(1, 13):
         assert f"\n## {number}. " in report
     assert report.count("**Verdict: ") == 12
-    assert "| relative | " in report and "every claim but 9, 11, 12" in report
+    assert "| relative | " in report and f"claims 1-12 on {experiments.machine()}. " in report
     assert "| separate | " in report and "updates to reach" in report
     for figure in ("claim1_softmax_gradients.png", "claim8_attention_cost.png"):
         assert (tmp_path / figure).stat().st_size > 5_000 and f"]({figure})" in report
@@ -20,8 +21,6 @@ def test_all_experiments_run_quickly_and_write_the_report(tmp_path, capsys):
 
 
 def test_a_claim_rerun_alone_updates_the_report_and_keeps_the_others(tmp_path, capsys):
-    from aiayn import experiments
-
     kept = experiments.Finding(3, "an earlier claim", "method", "| a |\n|---|\n| 1 |", True, "kept")
     experiments.save(kept, tmp_path, quick=True)
     experiments.save(experiments.Finding(4, "a full-size finding", "m", "", True, "not quick"),
@@ -31,7 +30,15 @@ def test_a_claim_rerun_alone_updates_the_report_and_keeps_the_others(tmp_path, c
     assert "## 3. an earlier claim" in report and "**Verdict: supported.** kept" in report
     assert "\n## 5. " in report and report.count("**Verdict: ") == 2  # not the full-size claim 4
     assert "claim 5: supported" in capsys.readouterr().out
+    assert f"claim 3 on a machine not recorded; claim 5 on {experiments.machine()}." in report
     assert (tmp_path / "findings" / "claim5.json").exists()
+
+
+def test_the_report_says_which_claims_were_measured_where():
+    found = [experiments.Finding(n, "c", "m", "", True, "v", machine="A" if n in (1, 2, 3, 5) else "B")
+             for n in (1, 2, 3, 5, 9, 11, 12)]
+    assert experiments.measured_where(found) == "claims 1-3, 5 on A; claims 9, 11, 12 on B"
+    assert experiments.measured_where(found[-1:]) == "claim 12 on B"
 
 
 def test_a_comparison_run_again_reads_its_trained_models_back(tmp_path):

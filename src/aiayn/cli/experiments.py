@@ -5,11 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import torch
-
 from aiayn import experiments
 from aiayn.cli.options import positive_int
-from aiayn.timing import cpu_name
 
 
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
@@ -42,17 +39,8 @@ def run(args: argparse.Namespace) -> int:
     context = experiments.ExperimentContext(out, args.quick, args.training_steps)
     experiments.run(context, set(args.only) if args.only else None)
     findings = experiments.saved(out, args.quick)
-    others = sum(f.seconds for f in findings if f.number not in TRAINING)
-    header = (f"Measured with `aiayn experiments{' --quick' if args.quick else ''}` on {cpu_name()} "
-              f"({torch.get_num_threads()} threads, torch {torch.__version__}): {others:.0f} s for "
-              f"every claim but {', '.join(map(str, TRAINING))}{_training_budget(findings)}.\n")
+    header = (f"Measured with `aiayn experiments{' --quick' if args.quick else ''}`: "
+              f"{experiments.measured_where(findings)}. Claims 9, 11 and 12 train models; the others "
+              "take seconds.\n")
     print(experiments.report(findings, out / "experiments.md", header))
     return 0
-
-
-TRAINING = (9, 11, 12)  # the claims that train models
-
-
-def _training_budget(findings: list[experiments.Finding]) -> str:
-    return "".join(f", {f.seconds / 60:.0f} min for claim {f.number}"
-                   for f in findings if f.number in TRAINING)

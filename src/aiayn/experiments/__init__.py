@@ -37,6 +37,7 @@ class Finding:
     verdict: str  # one or two sentences from the numbers
     figures: list[Path] = field(default_factory=list)
     seconds: float = 0.0
+    machine: str = ""  # where it was measured: CPU, threads, torch
 
 
 def markdown_table(header: list[str], rows: list[list[object]]) -> str:
@@ -65,10 +66,41 @@ def run(context: ExperimentContext, only: set[int] | None = None,
         start = time.perf_counter()
         finding = experiment(context)
         finding.seconds = time.perf_counter() - start
+        finding.machine = machine()
         save(finding, context.out, context.quick)
         progress(f"claim {number}: {_label(finding.supported)} ({finding.seconds:.0f} s) - {finding.claim}")
         findings.append(finding)
     return findings
+
+
+def machine() -> str:
+    """This machine as the findings record it: "Intel(R) Xeon(R) Processor (AVX512, AMX), 2 threads,
+    torch 2.13.0+cpu"."""
+    import torch
+
+    from aiayn.timing import cpu_name
+
+    return f"{cpu_name()}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+
+
+def measured_where(findings: list[Finding]) -> str:
+    """Which claims were measured on which machine: "claims 1-10 on A; claims 11, 12 on B"."""
+    claims: dict[str, list[int]] = {}
+    for f in findings:
+        claims.setdefault(f.machine or "a machine not recorded", []).append(f.number)
+    return "; ".join(f"claim{'s' if len(numbers) > 1 else ''} {_numbers(numbers)} on {where}"
+                     for where, numbers in claims.items())
+
+
+def _numbers(numbers: list[int]) -> str:
+    """[1, 2, 3, 5] -> "1-3, 5"."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
 
 
 def save(finding: Finding, out: Path, quick: bool) -> Path:
