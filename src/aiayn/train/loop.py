@@ -245,15 +245,9 @@ class MetricsLog:
         again. A line cut short by a crash is dropped too."""
         if not self.path.exists():
             return
-        kept = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                if json.loads(line).get("step", 0) <= step:
-                    kept.append(line + "\n")
-            except (ValueError, AttributeError):
-                continue
+        kept = "".join(json.dumps(r) + "\n" for r in self.records() if r["step"] <= step)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text("".join(kept), encoding="utf-8")
+        tmp.write_text(kept, encoding="utf-8")
         tmp.replace(self.path)
 
 
