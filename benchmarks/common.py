@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 
-from aiayn.data.corpora import ParallelCorpus, load_corpus
+from aiayn.data.corpora import load_corpus
+from aiayn.data.readers import ParallelCorpus
 from aiayn.timing import cpu_name, timed_calls
 from aiayn.tokenizer import Tokenizer
 

@@ -64,3 +64,43 @@ def test_the_model_does_not_know_it_may_be_compiled():
     for path in sorted((SRC / "model").rglob("*.py")):
         names = {n.attr for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Attribute)}
         assert not names & {"is_compiling", "is_dynamo_compiling", "ancestors"}, path
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Each aiayn module -> the aiayn modules it imports (at any depth of the file)."""
+    names = {".".join(p.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in sources()}
+    graph = {}
+    for name, path in names.items():
+        # `from aiayn.data import hf` imports aiayn.data.hf; so does `from aiayn.data.hf import x`
+        found = {m if m in names else m.rpartition(".")[0] for m in imports(path)}
+        graph[name] = {m for m in found if m in names and m != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of `graph`: each a path that starts and ends at the same module."""
+    found, done = [], set()
+
+    def visit(node: str, path: list[str]) -> None:
+        if node in path:
+            found.append(path[path.index(node):] + [node])
+            return
+        if node in done:
+            return
+        for nxt in sorted(graph[node]):
+            visit(nxt, path + [node])
+        done.add(node)
+
+    for node in sorted(graph):
+        visit(node, [])
+    return found
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """A cycle (data.corpora <-> data.multi30k, say) makes the order of imports matter: none is left."""
+    assert cycles(module_graph()) == []
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]

@@ -30,7 +30,8 @@ from aiayn import checkpoint
 from aiayn import config as cfg
 from aiayn.data import binarized, prepared
 from aiayn.data.batching import TokenizedCorpus, make_batches, padding_fraction, tokenize
-from aiayn.data.corpora import DataError, default_valid, load_corpus
+from aiayn.data.corpora import default_valid, load_corpus
+from aiayn.data.readers import DataError
 from aiayn.files import is_run_dir
 from aiayn.model import Transformer, parameter_counts
 from aiayn.tokenizer import Tokenizer

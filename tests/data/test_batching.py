@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from aiayn.data.batching import TokenizedCorpus, collate, make_batches, padding_fraction, tokenize
-from aiayn.data.corpora import ParallelCorpus
+from aiayn.data.readers import ParallelCorpus
 from aiayn.tokenizer import Tokenizer
 
 

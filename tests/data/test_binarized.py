@@ -8,7 +8,7 @@ import pytest
 
 from aiayn.data.batching import collate, tokenize
 from aiayn.data.binarized import MappedCorpus, is_corpus_dir, write
-from aiayn.data.corpora import DataError, ParallelCorpus
+from aiayn.data.readers import DataError, ParallelCorpus
 from aiayn.tokenizer import Tokenizer
 
 SOURCE = ["a dog runs", "", "two cats sleep on a mat", "x " * 40, "the end"]

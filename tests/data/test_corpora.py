@@ -4,7 +4,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aiayn.data.corpora import DataError, default_valid, load_corpus, read_lines, read_parallel, read_tsv
+from aiayn.data.corpora import default_valid, load_corpus
+from aiayn.data.readers import DataError, read_lines, read_parallel, read_tsv
 
 
 def write(path, text: str | bytes, gz=False):

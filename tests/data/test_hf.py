@@ -8,7 +8,8 @@ import pytest
 datasets = pytest.importorskip("datasets")
 
 import aiayn  # noqa: E402
-from aiayn.data.corpora import DataError, iter_pairs, load_corpus  # noqa: E402
+from aiayn.data.corpora import iter_pairs, load_corpus  # noqa: E402
+from aiayn.data.readers import DataError  # noqa: E402
 
 PAIRS = [("a dog runs", "ein hund läuft"), ("two cats", "zwei katzen"), ("the end", "das ende")] * 10
 

@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from aiayn.data import multi30k
-from aiayn.data.corpora import DataError
+from aiayn.data.readers import DataError
 
 
 def test_reads_every_split_and_language_from_the_data_dir(data_dir):

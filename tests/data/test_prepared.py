@@ -8,7 +8,8 @@ import pytest
 from aiayn.data import prepared
 from aiayn.data.batching import tokenize
 from aiayn.data.binarized import MappedCorpus
-from aiayn.data.corpora import DataError, load_corpus
+from aiayn.data.corpora import load_corpus
+from aiayn.data.readers import DataError
 from aiayn.files import OutputError
 from aiayn.tokenizer import Tokenizer
 

@@ -116,7 +116,7 @@ def test_ctrl_c_stops_after_the_update_and_saves_a_checkpoint(copy_task, tmp_pat
 def test_no_training_pair_is_an_error_not_an_endless_loop(copy_task, tmp_path):
     """Problem 4: with no pair left the batch loop spun forever, deaf to Ctrl-C."""
     from aiayn.data.batching import TokenizedCorpus
-    from aiayn.data.corpora import DataError
+    from aiayn.data.readers import DataError
     from aiayn.train.loop import Position, updates
 
     tokenizer, _, _ = copy_task

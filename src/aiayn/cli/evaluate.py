@@ -9,7 +9,8 @@ from pathlib import Path
 
 from aiayn import evaluate
 from aiayn.cli.options import add_inference_options, translator_for
-from aiayn.data.corpora import DataError, load_corpus, read_lines
+from aiayn.data.corpora import load_corpus
+from aiayn.data.readers import DataError, read_lines
 from aiayn.files import check_writable
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TextIO
 
 from aiayn.cli.options import add_inference_options, translator_for
-from aiayn.data.corpora import DataError, decode_lines, iter_lines
+from aiayn.data.readers import DataError, decode_lines, iter_lines
 from aiayn.files import check_writable
 from aiayn.translation import CHUNK, Translation
 

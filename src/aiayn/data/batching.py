@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from aiayn.data.corpora import ParallelCorpus
+from aiayn.data.readers import ParallelCorpus
 from aiayn.tokenizer import Tokenizer
 
 

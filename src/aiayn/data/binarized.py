@@ -20,7 +20,7 @@ import numpy as np
 from tqdm import tqdm
 
 from aiayn.data.batching import summary, tokenize
-from aiayn.data.corpora import DataError, ParallelCorpus
+from aiayn.data.readers import DataError, ParallelCorpus
 from aiayn.files import replacing
 from aiayn.tokenizer import Tokenizer
 

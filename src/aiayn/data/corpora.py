@@ -1,141 +1,78 @@
-"""Reading parallel text: pairs of plain or gzipped files, TSV, named and synthetic datasets.
+"""Where parallel text comes from: one registry of named sources, and files.
 
-Bad input fails loudly and precisely: the error names the file and, where it applies, the line.
+A corpus is named as `--train`, `--valid` and `--test` take it (DataConfig.train lists the forms):
+a name in `SOURCES` (`multi30k:test_2016_flickr`, `synthetic:reverse`, `hf:wmt14:de-en:train`),
+else files (`PREFIX`, `SRC_FILE,TGT_FILE`, `FILE.tsv`). The named sources read their files
+through `aiayn.data.readers`; none of them imports this module.
 """
 
 from __future__ import annotations
 
-import gzip
 import random
-import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiayn.errors import AiaynError
+from aiayn.data import hf, multi30k, synthetic
+from aiayn.data.readers import DataError, ParallelCorpus, collect, iter_parallel, iter_tsv
+
+Pairs = Iterator[tuple[str, str]]
 
 
-class DataError(AiaynError, ValueError):
-    """Input text that cannot be used; the message names the file (and line)."""
+@dataclass(frozen=True)
+class Source:
+    """A named source of parallel text, `NAME[:REST]`: its pairs, and the validation set that goes
+    with a training set of it."""
+
+    open: Callable[[str, str, str], tuple[Pairs, str]]  # (REST, src_lang, tgt_lang) -> (pairs, name)
+    valid: Callable[[str], str]  # REST of a training set -> the spec of its validation set ('': none)
 
 
-@dataclass
-class ParallelCorpus:
-    source: list[str]
-    target: list[str]
-    name: str
-
-    def __len__(self) -> int:
-        return len(self.source)
+def _whole(corpus: ParallelCorpus) -> tuple[Pairs, str]:
+    return corpus.pairs(), corpus.name
 
 
-def read_lines(path: str | Path) -> list[str]:
-    """All lines of a UTF-8 text file (plain, or gzip when the name ends in .gz), without newlines."""
-    return list(iter_lines(path))
+def _synthetic(rest: str) -> ParallelCorpus:
+    task, _, split = rest.partition(":")
+    return synthetic.load(task, split or "train")
 
 
-def iter_lines(path: str | Path) -> Iterator[str]:
-    """The lines of a UTF-8 text file (plain, or gzip when the name ends in .gz), read as they are
-    needed; each without its newline, and without the carriage return of a CRLF ending."""
-    path = Path(path)
-    try:
-        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as f:
-            yield from decode_lines(f, str(path))
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a directory, not a text file") from None
-    except (OSError, EOFError, zlib.error) as e:
-        raise DataError(f"{path}: cannot read: {e}") from e
-
-
-def decode_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
-    """Lines of bytes (a binary file, standard input's buffer) as text, checked: invalid UTF-8 is a
-    DataError naming `name` and the line. Only "\n" ends a line (str.splitlines would also split on
-    U+2028 and friends and break the alignment of parallel files); a "\r" before it is dropped."""
-    for number, raw in enumerate(stream, start=1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise DataError(f"{name}:{number}: invalid UTF-8 ({e.reason})") from None
-        yield line.removesuffix("\n").removesuffix("\r")
-
-
-def read_parallel(src_path: str | Path, tgt_path: str | Path) -> ParallelCorpus:
-    """Two files aligned line by line."""
-    return _collect(iter_parallel(src_path, tgt_path), f"{src_path},{tgt_path}")
-
-
-def iter_parallel(src_path: str | Path, tgt_path: str | Path) -> Iterator[tuple[str, str]]:
-    """The pairs of two files aligned line by line, read as they are needed; files of different
-    lengths are a DataError (raised when the shorter one ends, with both counts)."""
-    source, target = iter_lines(src_path), iter_lines(tgt_path)
-    count, done = 0, object()
-    while True:
-        s, t = next(source, done), next(target, done)
-        if s is done or t is done:
-            break
-        count += 1
-        yield s, t
-    rest_src = (s is not done) + sum(1 for _ in source)
-    rest_tgt = (t is not done) + sum(1 for _ in target)
-    if rest_src or rest_tgt:
-        raise DataError(f"parallel files differ in length: {src_path} has {count + rest_src} lines, "
-                        f"{tgt_path} has {count + rest_tgt} lines")
-
-
-def read_tsv(path: str | Path) -> ParallelCorpus:
-    """One pair per line: source TAB target."""
-    return _collect(iter_tsv(path), str(path))
-
-
-def iter_tsv(path: str | Path) -> Iterator[tuple[str, str]]:
-    """The pairs of a TSV file (source TAB target), read as they are needed."""
-    for number, line in enumerate(iter_lines(path), start=1):
-        columns = line.split("\t")
-        if len(columns) != 2:
-            raise DataError(f"{path}:{number}: expected 2 tab-separated columns, found {len(columns)}")
-        yield columns[0], columns[1]
-
-
-def _collect(pairs: Iterable[tuple[str, str]], name: str) -> ParallelCorpus:
-    source, target = [], []
-    for s, t in pairs:
-        source.append(s)
-        target.append(t)
-    return ParallelCorpus(source, target, name)
+SOURCES: dict[str, Source] = {
+    "multi30k": Source(lambda rest, s, t: _whole(multi30k.load(rest or "train", s, t)),
+                       lambda rest: "multi30k:val"),
+    "synthetic": Source(lambda rest, s, t: _whole(_synthetic(rest)),
+                        lambda rest: f"synthetic:{rest.partition(':')[0]}:val"),
+    # Read as needed, in bounded memory; needs HuggingFace datasets (imported when used).
+    "hf": Source(lambda rest, s, t: (hf.iter_pairs(rest, s, t), f"hf:{rest}"), lambda rest: ""),
+}
 
 
 def load_corpus(spec: str, src_lang: str, tgt_lang: str) -> ParallelCorpus:
-    """Read the corpus that `spec` names (see DataConfig.train for the forms it takes)."""
-    from aiayn.data import multi30k, synthetic  # named datasets, loaded only when used
-
-    name, _, split = spec.partition(":")
-    if name == "hf":
-        return _collect(iter_pairs(spec, src_lang, tgt_lang), spec)
-    if name == "multi30k":
-        return multi30k.load(split or "train", src_lang, tgt_lang)
-    if name == "synthetic":
-        task, _, part = split.partition(":")
-        return synthetic.load(task, part or "train")
-    return _collect(*_file_pairs(spec, src_lang, tgt_lang))
+    """Read the corpus that `spec` names, whole."""
+    return collect(*_open(spec, src_lang, tgt_lang))
 
 
-def iter_pairs(spec: str, src_lang: str, tgt_lang: str) -> Iterator[tuple[str, str]]:
-    """The pairs `spec` names, read as they are needed: files of any size in bounded memory (named
-    datasets, which are small, are read whole)."""
+def iter_pairs(spec: str, src_lang: str, tgt_lang: str) -> Pairs:
+    """The pairs `spec` names, read as they are needed: files and hub datasets of any size in
+    bounded memory (the small named datasets are read whole)."""
+    return _open(spec, src_lang, tgt_lang)[0]
+
+
+def default_valid(train_spec: str) -> str:
+    """The validation set that goes with a named training set ('' when there is none)."""
+    name, _, rest = train_spec.partition(":")
+    return SOURCES[name].valid(rest) if name in SOURCES else ""
+
+
+def _open(spec: str, src_lang: str, tgt_lang: str) -> tuple[Pairs, str]:
+    """(the pairs, the corpus's name) of a named source or of files."""
     name, _, rest = spec.partition(":")
-    if name == "hf":
-        from aiayn.data import hf  # needs HuggingFace datasets, imported only when used
-
-        return hf.iter_pairs(rest, src_lang, tgt_lang)
-    if name in ("multi30k", "synthetic"):
-        corpus = load_corpus(spec, src_lang, tgt_lang)
-        return zip(corpus.source, corpus.target, strict=True)
-    return _file_pairs(spec, src_lang, tgt_lang)[0]
+    if name in SOURCES:
+        return SOURCES[name].open(rest, src_lang, tgt_lang)
+    return _file_pairs(spec, src_lang, tgt_lang)
 
 
-def _file_pairs(spec: str, src_lang: str, tgt_lang: str) -> tuple[Iterator[tuple[str, str]], str]:
+def _file_pairs(spec: str, src_lang: str, tgt_lang: str) -> tuple[Pairs, str]:
     """The pairs of the files `spec` names (TSV, SRC_FILE,TGT_FILE or PREFIX), and their name."""
     if spec.endswith((".tsv", ".tsv.gz")):
         return iter_tsv(spec), spec
@@ -165,13 +102,3 @@ def _with_suffix(prefix: str, lang: str) -> Path:
         if candidate.exists():
             return candidate
     raise DataError(f"{prefix}.{lang}: no such file (nor {prefix}.{lang}.gz)")
-
-
-def default_valid(train_spec: str) -> str:
-    """The validation set that goes with a named training set ('' when there is none)."""
-    name, _, split = train_spec.partition(":")
-    if name == "multi30k":
-        return "multi30k:val"
-    if name == "synthetic":
-        return f"synthetic:{split.partition(':')[0]}:val"
-    return ""

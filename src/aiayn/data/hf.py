@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from aiayn.data.corpora import DataError
+from aiayn.data.readers import DataError
 
 FILE_BUILDERS = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".csv": "csv", ".arrow": "arrow"}
 ROWS = 1000  # read at a time

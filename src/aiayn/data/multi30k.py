@@ -12,7 +12,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from aiayn.data.corpora import DataError, ParallelCorpus, read_parallel
+from aiayn.data.readers import DataError, ParallelCorpus, read_parallel
 
 SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr")
 LANGUAGES = ("en", "de", "fr")

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from aiayn.data import binarized
-from aiayn.data.corpora import DataError, default_valid, iter_pairs, sample_pairs
+from aiayn.data.corpora import default_valid, iter_pairs, sample_pairs
+from aiayn.data.readers import DataError
 from aiayn.files import replacing
 from aiayn.tokenizer import Tokenizer
 

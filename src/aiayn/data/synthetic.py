@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from aiayn.data.corpora import DataError, ParallelCorpus
+from aiayn.data.readers import DataError, ParallelCorpus
 
 TASKS = ("copy", "reverse")
 SIZES = {"train": 20_000, "val": 500, "test": 500}

@@ -16,7 +16,7 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from aiayn.config import model_config  # noqa: E402
-from aiayn.experiments import ExperimentContext, Finding, markdown_table  # noqa: E402
+from aiayn.experiments.findings import ExperimentContext, Finding, markdown_table  # noqa: E402
 from aiayn.model.attention import MultiHeadAttention, attention  # noqa: E402
 from aiayn.model.layers import EncoderLayer  # noqa: E402
 from aiayn.timing import timed_calls  # noqa: E402

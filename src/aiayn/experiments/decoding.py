@@ -7,7 +7,7 @@ import time
 import torch
 
 from aiayn.config import model_config
-from aiayn.experiments import ExperimentContext, Finding, markdown_table
+from aiayn.experiments.findings import ExperimentContext, Finding, markdown_table
 from aiayn.model import Transformer
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from aiayn.config import model_config
-from aiayn.experiments import ExperimentContext, Finding, markdown_table
+from aiayn.experiments.findings import ExperimentContext, Finding, markdown_table
 from aiayn.model import Transformer, parameter_counts
 from aiayn.model.embedding import TokenEmbedding
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from aiayn.experiments import ExperimentContext, Finding, markdown_table
+from aiayn.experiments.findings import ExperimentContext, Finding, markdown_table
 from aiayn.experiments.variants import Trained, long_inputs, method, train_variants
 from aiayn.model.positional import sinusoids
 

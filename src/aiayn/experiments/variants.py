@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from aiayn.config import DataConfig, DecodeConfig, TrainConfig, model_config
-from aiayn.experiments import ExperimentContext
+from aiayn.experiments.findings import ExperimentContext
 
 if TYPE_CHECKING:
     from aiayn.data.batching import TokenizedCorpus

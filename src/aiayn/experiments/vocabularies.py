@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aiayn.experiments import ExperimentContext, Finding, markdown_table
+from aiayn.experiments.findings import ExperimentContext, Finding, markdown_table
 from aiayn.experiments.variants import method, train_variants
 
 

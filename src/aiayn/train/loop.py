@@ -29,7 +29,7 @@ from tqdm import tqdm
 from aiayn import checkpoint
 from aiayn.config import ConfigError, DataConfig, DecodeConfig, TrainConfig, check_device
 from aiayn.data.batching import Batch, TokenizedCorpus, collate, make_batches
-from aiayn.data.corpora import DataError
+from aiayn.data.readers import DataError
 from aiayn.decoding.translator import translate_ids
 from aiayn.evaluate import score as sacrebleu_score
 from aiayn.evaluate import tokenizer_for
@@ -329,129 +329,155 @@ def _rank_device(device: torch.device, ranks: Ranks) -> torch.device:
     return torch.device("cuda", ranks.local)
 
 
-def _train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus,
-           valid_data: TokenizedCorpus | None, data: DataConfig, config: TrainConfig, run_dir: Path,
-           state: dict[str, Any] | None, ranks: Ranks, device: torch.device) -> dict[str, Any]:
-    model.to(device)
-    pad = tokenizer.pad_id
-    # A collective call: every rank has read its data and built its model before rank 0 writes.
-    criterion = distributed.wrap(Criterion(model, config.label_smoothing, pad), ranks, device)
-    optimizer = make_optimizer(model, config)
-    step, position, elapsed, best_bleu = 0, Position(), 0.0, float("-inf")
-    log = MetricsLog(run_dir / "metrics.jsonl")
-    if state is not None:
-        optimizer.load_state_dict(state["optimizer"])
-        step, position, elapsed = state["step"], Position(**state["position"]), state["elapsed"]
-        best_bleu = state.get("best_bleu", best_bleu)
-    _seed_rank(state, config.seed, step, ranks)
-    if ranks.main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        for leftover in checkpoint.clean_leftovers(run_dir):
-            tqdm.write(f"removed {leftover}, a checkpoint left half-written by a process that was killed")
-        log.keep_until(step)
-    valid_batches = [] if not (valid_data and ranks.main) else [
-        collate(b, valid_data, pad, tokenizer.bos_id, tokenizer.eos_id)
-        for b in make_batches(*valid_data.lengths(), data.batch_tokens, shuffle=False)]
-    d_model = model.config.d_model
+class _Run:
+    """One run's state and its bookkeeping (checkpoints, validation, metrics), for `_train`'s loop:
+    the step, the data position, the optimiser, the best BLEU, and the time trained so far."""
 
-    def snapshot(rng_states: list[dict[str, Any]]) -> dict[str, Any]:
-        return {"step": step, "position": vars(position).copy(), "optimizer": optimizer.state_dict(),
-                "rng": rng_states[0], "rng_ranks": rng_states if ranks.world > 1 else None,
-                "elapsed": elapsed + time.perf_counter() - started, "best_bleu": best_bleu}
+    def __init__(self, model: Transformer, tokenizer: Tokenizer, valid_data: TokenizedCorpus | None,
+                 data: DataConfig, config: TrainConfig, run_dir: Path, ranks: Ranks, device: torch.device,
+                 ) -> None:
+        self.model, self.tokenizer, self.valid_data, self.data = model, tokenizer, valid_data, data
+        self.config, self.run_dir, self.ranks, self.device = config, run_dir, ranks, device
+        model.to(device)
+        # A collective call: every rank has read its data and built its model before rank 0 writes.
+        self.criterion = distributed.wrap(Criterion(model, config.label_smoothing, tokenizer.pad_id), ranks,
+                                          device)
+        self.optimizer = make_optimizer(model, config)
+        self.step, self.position, self.elapsed, self.best_bleu = 0, Position(), 0.0, float("-inf")
+        self.log = MetricsLog(run_dir / "metrics.jsonl")
+        self.started = time.perf_counter()
 
-    def save() -> None:
-        """Every rank calls this (their RNG states go into the checkpoint); rank 0 writes it."""
-        rng_states = distributed.gather(rng_state(), ranks)
+    def begin(self, state: dict[str, Any] | None) -> None:
+        """Start afresh, or where a checkpoint's `state` left off; rank 0 prepares the run directory."""
+        ranks, tokenizer, valid_data = self.ranks, self.tokenizer, self.valid_data
+        if state is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.step, self.position = state["step"], Position(**state["position"])
+            self.elapsed, self.best_bleu = state["elapsed"], state.get("best_bleu", self.best_bleu)
+        _seed_rank(state, self.config.seed, self.step, ranks)
         if ranks.main:
-            checkpoint.save(checkpoint.step_path(run_dir, step), model, tokenizer, data, config,
-                            snapshot(rng_states))
-            checkpoint.prune(run_dir, config.keep_checkpoints)
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            for leftover in checkpoint.clean_leftovers(self.run_dir):
+                tqdm.write(f"removed {leftover}, a checkpoint left half-written by a process that was killed")
+            self.log.keep_until(self.step)
+        self.valid_batches = [] if not (valid_data and ranks.main) else [
+            collate(b, valid_data, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
+            for b in make_batches(*valid_data.lengths(), self.data.batch_tokens, shuffle=False)]
+        self.started = time.perf_counter()
 
-    def validate() -> dict[str, float] | None:
-        if not valid_batches:
-            return None
-        result = evaluate(model, valid_batches, config.label_smoothing, pad, device, config.precision)
-        log.write("valid", step=step, **result)
-        tqdm.write(f"step {step:,} | valid loss {result['loss']:.3f} | nll {result['nll']:.3f} "
-                   f"| ppl {result['ppl']:.2f}")
-        return result
+    def seconds(self) -> float:
+        """Time trained, over every session of the run."""
+        return self.elapsed + time.perf_counter() - self.started
 
-    def validate_bleu() -> float | None:
-        """sacreBLEU of the validation set with beam search; a new best is saved as checkpoints/best."""
-        nonlocal best_bleu
-        if not (valid_data and ranks.main):
-            return None
-        decode = DecodeConfig(beam_size=config.bleu_beam)
-        hypotheses = [t[0].text for t in translate_ids(model, tokenizer, valid_data.source, decode, False)]
-        references = [tokenizer.decode(t) for t in valid_data.target]
-        bleu = sacrebleu_score(hypotheses, references, tokenizer_for(data.tgt_lang)).bleu
-        improved = bleu > best_bleu
-        best_bleu = max(best_bleu, bleu)
-        log.write("bleu", step=step, bleu=bleu, best_bleu=best_bleu)
-        tqdm.write(f"step {step:,} | valid BLEU {bleu:.2f} (beam {config.bleu_beam})"
-                   + (" | new best, saved" if improved else f" | best {best_bleu:.2f}"))
-        if improved:
-            checkpoint.save(run_dir / "checkpoints" / "best", model, tokenizer, data, config,
-                            snapshot([rng_state()]))
-        return bleu
+    def limit(self) -> str | None:
+        """The run's limit reached, if any."""
+        return limit_reached(self.config, self.step, self.position.epoch, self.seconds() / 60)
 
-    def wants_to_stop() -> bool:
-        """This rank's reasons to stop (a signal, the time limit); the ranks decide together."""
-        minutes = (elapsed + time.perf_counter() - started) / 60
-        return stop.requested or limit_reached(config, step, position.epoch, minutes) is not None
+    def due(self, interval: int) -> bool:
+        """Whether something done every `interval` updates (0: never) is due after this one."""
+        return bool(interval) and self.step % interval == 0
 
-    def every(interval: int) -> bool:
-        return bool(interval) and step % interval == 0
-
-    def own_batches(group: list[np.ndarray]) -> list[Batch]:
-        """This rank's share of an update, padded; a filler counts no tokens."""
+    def own_batches(self, group: list[np.ndarray], corpus: TokenizedCorpus) -> list[Batch]:
+        """This rank's share of an update of `corpus`, padded; a filler counts no tokens."""
+        t = self.tokenizer
         batches = []
-        for indices, real in distributed.share(group, ranks):
-            batch = collate(indices, train_data, pad, tokenizer.bos_id, tokenizer.eos_id)
+        for indices, real in distributed.share(group, self.ranks):
+            batch = collate(indices, corpus, t.pad_id, t.bos_id, t.eos_id)
             batches.append(batch if real else dataclasses.replace(batch, n_tgt_tokens=0))
         return batches
 
-    started = time.perf_counter()
+    def snapshot(self, rng_states: list[dict[str, Any]]) -> dict[str, Any]:
+        """The training state a checkpoint holds."""
+        return {"step": self.step, "position": vars(self.position).copy(),
+                "optimizer": self.optimizer.state_dict(), "rng": rng_states[0],
+                "rng_ranks": rng_states if self.ranks.world > 1 else None, "elapsed": self.seconds(),
+                "best_bleu": self.best_bleu}
+
+    def save(self) -> None:
+        """Every rank calls this (their RNG states go into the checkpoint); rank 0 writes it."""
+        rng_states = distributed.gather(rng_state(), self.ranks)
+        if self.ranks.main:
+            checkpoint.save(checkpoint.step_path(self.run_dir, self.step), self.model, self.tokenizer,
+                            self.data, self.config, self.snapshot(rng_states))
+            checkpoint.prune(self.run_dir, self.config.keep_checkpoints)
+
+    def validate(self) -> dict[str, float] | None:
+        """Loss and perplexity on the validation set (rank 0)."""
+        if not self.valid_batches:
+            return None
+        result = evaluate(self.model, self.valid_batches, self.config.label_smoothing, self.tokenizer.pad_id,
+                          self.device, self.config.precision)
+        self.log.write("valid", step=self.step, **result)
+        tqdm.write(f"step {self.step:,} | valid loss {result['loss']:.3f} | nll {result['nll']:.3f} "
+                   f"| ppl {result['ppl']:.2f}")
+        return result
+
+    def validate_bleu(self) -> float | None:
+        """sacreBLEU of the validation set with beam search; a new best is saved as checkpoints/best."""
+        if not (self.valid_data and self.ranks.main):
+            return None
+        decode = DecodeConfig(beam_size=self.config.bleu_beam)
+        translations = translate_ids(self.model, self.tokenizer, self.valid_data.source, decode, False)
+        references = [self.tokenizer.decode(t) for t in self.valid_data.target]
+        bleu = sacrebleu_score([t[0].text for t in translations], references,
+                               tokenizer_for(self.data.tgt_lang)).bleu
+        improved = bleu > self.best_bleu
+        self.best_bleu = max(self.best_bleu, bleu)
+        self.log.write("bleu", step=self.step, bleu=bleu, best_bleu=self.best_bleu)
+        tqdm.write(f"step {self.step:,} | valid BLEU {bleu:.2f} (beam {self.config.bleu_beam})"
+                   + (" | new best, saved" if improved else f" | best {self.best_bleu:.2f}"))
+        if improved:
+            checkpoint.save(self.run_dir / "checkpoints" / "best", self.model, self.tokenizer, self.data,
+                            self.config, self.snapshot([rng_state()]))
+        return bleu
+
+
+def _train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus,
+           valid_data: TokenizedCorpus | None, data: DataConfig, config: TrainConfig, run_dir: Path,
+           state: dict[str, Any] | None, ranks: Ranks, device: torch.device) -> dict[str, Any]:
+    run = _Run(model, tokenizer, valid_data, data, config, run_dir, ranks, device)
+    run.begin(state)
     metrics: dict[str, Any] = {}
-    stream = updates(train_data.lengths(), data, config, position, min_batches=ranks.world)
+    stream = updates(train_data.lengths(), data, config, run.position, min_batches=ranks.world)
     refresh = 1.0 if sys.stderr.isatty() else 30.0  # seconds; a log file needs fewer bar lines
-    with GracefulStop() as stop, tqdm(total=config.max_steps or None, initial=step, unit="step",
+    with GracefulStop() as stop, tqdm(total=config.max_steps or None, initial=run.step, unit="step",
                                       dynamic_ncols=True, mininterval=refresh, disable=not ranks.main) as bar:
         window = Window()
-        stopping = limit_reached(config, step, position.epoch, elapsed / 60) is not None
+        stopping = limit_reached(config, run.step, run.position.epoch, run.elapsed / 60) is not None
         while not stopping:
-            position, group, tokens = next(stream)
-            step += 1
-            lr = learning_rate(step, d_model, config.warmup_steps, config.lr_scale)
-            metrics = train_step(criterion, own_batches(group), optimizer, lr, config, device, tokens,
-                                 ranks.world)
-            votes = [metrics["loss"], metrics["nll"], float(wants_to_stop())]
-            loss, nll, stop_votes = distributed.all_sum(votes, ranks)  # the ranks stop together
+            run.position, group, tokens = next(stream)
+            run.step += 1
+            lr = learning_rate(run.step, model.config.d_model, config.warmup_steps, config.lr_scale)
+            metrics = train_step(run.criterion, run.own_batches(group, train_data), run.optimizer, lr, config,
+                                 device, tokens, ranks.world)
+            # The ranks stop together: this rank's reasons (a signal, a limit) are votes.
+            votes = [metrics["loss"], metrics["nll"], float(stop.requested or run.limit() is not None)]
+            loss, nll, stop_votes = distributed.all_sum(votes, ranks)
             metrics.update(loss=loss, nll=nll)
             stopping = stop_votes > 0
             window.add(metrics)
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{window.speed():,.0f}",
-                            epoch=position.epoch, refresh=False)
-            if every(config.log_every) and ranks.main:
-                log.write("train", step=step, epoch=position.epoch, lr=lr,
-                          elapsed_s=elapsed + time.perf_counter() - started, **window.summary())
-            if every(config.log_every):
+                            epoch=run.position.epoch, refresh=False)
+            if run.due(config.log_every):
+                if ranks.main:
+                    run.log.write("train", step=run.step, epoch=run.position.epoch, lr=lr,
+                                  elapsed_s=run.seconds(), **window.summary())
                 window = Window()
-            if every(config.valid_every):
-                metrics["valid"] = validate()
-            if every(config.bleu_every):
-                metrics["bleu"] = validate_bleu()
-            if every(config.save_every):
-                save()
+            if run.due(config.valid_every):
+                metrics["valid"] = run.validate()
+            if run.due(config.bleu_every):
+                metrics["bleu"] = run.validate_bleu()
+            if run.due(config.save_every):
+                run.save()
         # At the end, whatever the last update did not already do.
-        if not every(config.valid_every):
-            metrics["valid"] = validate()
-        if config.bleu_every and not every(config.bleu_every):
-            metrics["bleu"] = validate_bleu()
-        if not every(config.save_every):
-            save()
-    final = snapshot([rng_state()])
+        if not run.due(config.valid_every):
+            metrics["valid"] = run.validate()
+        if config.bleu_every and not run.due(config.bleu_every):
+            metrics["bleu"] = run.validate_bleu()
+        if not run.due(config.save_every):
+            run.save()
+    final = run.snapshot([rng_state()])
     final["metrics"], final["stopped_by"] = metrics, stop.signum
     return final
 
