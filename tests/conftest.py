@@ -99,9 +99,14 @@ def train_reverse_model(out, steps: int = 600, separate: bool = False, **model_o
 
 
 @pytest.fixture(scope="session")
-def reverse_model(tmp_path_factory):
-    """A tiny model trained to reverse letters (`train_reverse_model`), with an output bias."""
-    return train_reverse_model(tmp_path_factory.mktemp("reverse"), output_bias=True)
+def reverse_model(trained_run):
+    """(model, tokenizer, validation sources) of `trained_run`: a tiny model that reverses letters,
+    with an output bias."""
+    from aiayn import checkpoint
+    from aiayn.data.corpora import load_corpus
+
+    loaded = checkpoint.load(checkpoint.resolve(trained_run), "cpu", with_state=False)
+    return loaded.model.eval(), loaded.tokenizer, load_corpus("synthetic:reverse:val", "", "").source
 
 
 @pytest.fixture(scope="session")
@@ -110,14 +115,35 @@ def separate_model(tmp_path_factory):
     return train_reverse_model(tmp_path_factory.mktemp("separate"), steps=400, separate=True)
 
 
+TRAINED_STEPS = 600  # updates of `trained_run`: enough to reverse 9 in 10 sentences on any CPU
+
+
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory):
-    """A tiny model trained for 60 updates on reversing letters, with validation BLEU."""
+    """A run directory of `aiayn train`: a tiny model trained for 600 updates to reverse letters (about
+    a minute), with an output bias, validation loss and BLEU at 300 and 600, and checkpoints every 200.
+    It is checked to do its task, so tests may rely on real translations ("a b c" -> "c b a")."""
     from aiayn.cli import main
 
     run = tmp_path_factory.mktemp("runs") / "reverse"
     code = main(["train", "--preset", "tiny", "--train", "synthetic:reverse", "--out", str(run),
-                 "--max-steps", "60", "--batch-tokens", "1024", "--warmup-steps", "30", "--valid-every", "30",
-                 "--save-every", "20", "--bleu-every", "30", "--bleu-beam", "2"])
+                 "--max-steps", str(TRAINED_STEPS), "--batch-tokens", "1024", "--warmup-steps", "200",
+                 "--valid-every", "300", "--save-every", "200", "--bleu-every", "300", "--bleu-beam", "2",
+                 "--output-bias"])
     assert code == 0
+    check_reverses(run)
     return run
+
+
+def check_reverses(run: Path) -> None:
+    """Fail, saying why, unless the model of `run` reverses the sentences the tests send it and at
+    least 80% of 200 validation sentences (greedy search)."""
+    from aiayn.data.corpora import load_corpus
+    from aiayn.translation import load_translator
+
+    sources = ["a b c", "a b c d e", "d e f g", *load_corpus("synthetic:reverse:val", "", "").source[:200]]
+    outputs = [t.text for t in load_translator(run, device="cpu").translate(sources, beam_size=1)]
+    right = [out == " ".join(reversed(s.split())) for s, out in zip(sources, outputs, strict=True)]
+    assert all(right[:3]) and sum(right[3:]) >= 160, (
+        f"the test model at {run} did not learn to reverse letters in {TRAINED_STEPS} updates: "
+        f"{sum(right[3:])} of 200 validation sentences right; 'a b c' -> {outputs[0]!r}")

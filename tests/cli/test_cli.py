@@ -9,6 +9,7 @@ import torch
 from aiayn import checkpoint
 from aiayn.cli import main
 from aiayn.data.corpora import load_corpus
+from tests.conftest import TRAINED_STEPS
 
 
 def test_python_dash_m_runs_the_cli():
@@ -74,10 +75,10 @@ def test_missing_data_file_is_reported_without_a_traceback(tmp_path, capsys):
 def test_training_scores_validation_bleu_and_keeps_the_best_checkpoint(trained_run, capsys):
     records = [json.loads(line) for line in (trained_run / "metrics.jsonl").read_text().splitlines()]
     bleu = [r for r in records if r["kind"] == "bleu"]
-    assert [r["step"] for r in bleu] == [30, 60]
+    assert [r["step"] for r in bleu] == [TRAINED_STEPS // 2, TRAINED_STEPS]
     best = max(bleu, key=lambda r: r["bleu"])
     assert checkpoint.load(trained_run / "checkpoints" / "best").step == best["step"]
-    assert checkpoint.resolve(trained_run).name == "step_00000060"  # "best" is not the newest step
+    assert checkpoint.resolve(trained_run).name == f"step_{TRAINED_STEPS:08d}"  # "best" is not the newest
 
 
 def test_translate_reads_stdin_and_keeps_empty_lines(trained_run, capsys, monkeypatch):

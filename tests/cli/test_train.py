@@ -10,7 +10,7 @@ import pytest
 from aiayn import checkpoint
 from aiayn.cli import main
 from aiayn.tokenizer import Tokenizer
-from tests.conftest import HANG_S
+from tests.conftest import HANG_S, TRAINED_STEPS
 
 TINY = ["--preset", "tiny", "--batch-tokens", "512", "--warmup-steps", "20", "--log-every", "1"]
 REPO = Path(__file__).resolve().parents[2]
@@ -84,7 +84,8 @@ def test_resume_at_a_reached_limit_says_so_instead_of_doing_nothing(trained_run,
     """Problem 9: `train --resume` at a reached limit did nothing, said nothing and exited 0."""
     assert main(["train", "--out", str(trained_run), "--resume"]) == 2
     err = capsys.readouterr().err
-    assert "has already reached --max-steps 60 (step 60): nothing to resume; raise --max-steps" in err
+    n = TRAINED_STEPS
+    assert f"has already reached --max-steps {n} (step {n}): nothing to resume; raise --max-steps" in err
 
 
 def test_resume_without_a_training_state_is_an_error_naming_the_file(tmp_path, capsys):
