@@ -10,6 +10,7 @@ from aiayn.config import (
     DataConfig,
     DecodeConfig,
     ModelConfig,
+    ServeConfig,
     TrainConfig,
     build,
     default_preset,
@@ -83,6 +84,9 @@ def test_recipe_file_errors_name_the_file(tmp_path):
     (DecodeConfig, {"max_output_extra": -100}, "max_output_extra=-100 must be at least 0"),
     (DecodeConfig, {"length_penalty": float("nan")}, "length_penalty=nan must be a finite number"),
     (DecodeConfig, {"nbest": 5}, "nbest=5 must be at most beam_size=4"),
+    (ServeConfig, {"port": 99999}, "port=99999 must be in [1, 65535]"),
+    (ServeConfig, {"max_beam_size": 0}, "max_beam_size=0 must be at least 1"),
+    (ServeConfig, {"max_wait_ms": "5"}, "max_wait_ms='5' must be a number, not str"),
 ])
 def test_bad_values_are_config_errors_naming_the_option(cls, values, message):
     """Problem 7: values of the wrong type or out of range were accepted or crashed later."""
@@ -157,3 +161,16 @@ def test_property_any_recipe_file_text_gives_a_config_or_a_config_error(tmp_path
         load_config_file(path)
     except ConfigError as e:
         assert str(e).startswith(str(path))
+
+
+@pytest.mark.parametrize("cls", [ModelConfig, DataConfig, TrainConfig, DecodeConfig, ServeConfig])
+def test_every_config_checks_every_bound(cls):
+    """Each field with bounds refuses a value beyond them (ServeConfig once checked none)."""
+    import dataclasses
+
+    for f in dataclasses.fields(cls):
+        bounds = f.metadata.get("bounds")
+        if bounds:
+            low = float(bounds.split()[1]) if bounds.startswith(">") else float(bounds[1:].split(",")[0])
+            with pytest.raises(ConfigError, match=f.name):
+                build(cls, {f.name: (int if f.type == "int" else float)(low - 1)})

@@ -247,7 +247,7 @@ class ServeConfig:
     """How `aiayn serve` listens, gathers requests into batches, and what it accepts."""
 
     host: str = _opt("127.0.0.1", "address to listen on (0.0.0.0: every interface)", metavar="ADDR")
-    port: int = _opt(8000, "TCP port to listen on", bounds=">= 1")
+    port: int = _opt(8000, "TCP port to listen on", bounds="[1, 65535]")
     batching: bool = _opt(True, "gather sentences of concurrent requests into one search; "
                                 "--no-batching translates one request at a time")
     max_batch_tokens: int = _opt(4096, "source tokens of the sentences gathered into one search",
@@ -264,6 +264,9 @@ class ServeConfig:
     max_beam_size: int = _opt(16, "largest beam a request may ask for", bounds=">= 1")
     drain_timeout: float = _opt(30.0, "seconds SIGTERM waits for requests in flight before exiting",
                                 bounds=">= 0")
+
+    def __post_init__(self) -> None:
+        _check_fields(self)
 
 
 # Presets: the paper's Table 3 models, and CPU-sized ones. Values override ModelConfig defaults.

@@ -28,8 +28,7 @@ import torch
 
 from aiayn import checkpoint
 from aiayn import config as cfg
-from aiayn.decoding.translator import Translation
-from aiayn.decoding.translator import translate as translate_batch
+from aiayn.decoding.translator import Translation, translate_ids
 from aiayn.interop import marian
 from aiayn.model import Transformer
 from aiayn.tokenizer import Tokenizer
@@ -134,14 +133,14 @@ def load_translator(path: str | Path, *, engine: str | None = None, device: str 
 
         ct2 = CTranslate2Translator(path, device_.type, threads_, compute_type)
         defaults = cfg.build(cfg.DecodeConfig, {"penalty_form": "plain", **options}, "translator options")
-        return Translator(lambda lines, config, progress: ct2.translate(lines, config), defaults, None,
+        return Translator(lambda ids, config, progress: ct2.translate(ids, config), defaults, None,
                           ct2.tokenizer, *ct2.languages, f"ctranslate2 {compute_type} {on}")
     loaded = load_model(path, device_)
     model, how = prepare(loaded.model.eval(), device_, dtype, int8, compile)
     defaults = cfg.build(cfg.DecodeConfig, {"compile": compile, **options}, "translator options")
 
-    def run(lines: list[str], config: cfg.DecodeConfig, progress: bool) -> list[list[Translation]]:
-        return translate_batch(model, loaded.tokenizer, lines, config, progress)
+    def run(ids: list[list[int]], config: cfg.DecodeConfig, progress: bool) -> list[list[Translation]]:
+        return translate_ids(model, loaded.tokenizer, ids, config, progress)
 
     return Translator(run, defaults, model, loaded.tokenizer, loaded.src_lang, loaded.tgt_lang,
                       f"pytorch {how} {on}")
@@ -184,7 +183,8 @@ def _engine_for(path: str | Path, kind: str, engine: str | None, compute_type: s
     return engine
 
 
-Engine = Callable[[list[str], cfg.DecodeConfig, bool], list[list[Translation]]]
+# (source ids of each sentence, without eos; search settings; progress bar) -> n-best translations
+Engine = Callable[[list[list[int]], cfg.DecodeConfig, bool], list[list[Translation]]]
 
 
 class Translator:
@@ -207,15 +207,24 @@ class Translator:
         return cfg.build(cfg.DecodeConfig, {**dataclasses.asdict(self.defaults), **options},
                          "translate options")
 
-    def translate(self, texts: Sequence[str], *, attention: bool = False, progress: bool = False,
-                  **options: Any) -> list[Translation]:
-        """The best translation of each text, in order (`attention`: with its attention weights)."""
+    def encode(self, texts: Sequence[str]) -> list[list[int]]:
+        """The source ids of each text (without eos), as `translate` computes them: a caller that needs
+        them first (to check a length limit, say) passes them back as `ids`."""
+        return self.tokenizer.encode(list(texts))
+
+    def translate(self, texts: Sequence[str], *, ids: Sequence[list[int]] | None = None,
+                  attention: bool = False, progress: bool = False, **options: Any) -> list[Translation]:
+        """The best translation of each text, in order (`attention`: with its attention weights).
+        `ids`: the texts' source ids from `encode`, when the caller has them already."""
         if isinstance(texts, str):
             raise TypeError("translate takes a list of sentences; wrap one sentence in a list")
         if attention and self.model is None:
             raise cfg.ConfigError("attention weights come from the PyTorch model: use engine pytorch")
+        ids = self.encode(texts) if ids is None else list(ids)
+        if len(ids) != len(texts):
+            raise ValueError(f"{len(ids)} id lists for {len(texts)} texts")
         results = []
-        for text, (best, *others) in zip(texts, self._engine(list(texts), self.config(**options), progress),
+        for text, (best, *others) in zip(texts, self._engine(ids, self.config(**options), progress),
                                          strict=True):
             best.alternatives = others
             if attention:

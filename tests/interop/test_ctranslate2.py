@@ -32,7 +32,7 @@ def test_greedy_output_equals_aiayn_token_for_token_on_200_sentences(which, requ
     exported = export(model, tokenizer, tmp_path / "ct2")
     lines = sources[:200]
     theirs = CTranslate2Translator(exported, threads=2).translate(
-        lines, DecodeConfig(beam_size=1, max_output_len=CAP))
+        tokenizer.encode(lines), DecodeConfig(beam_size=1, max_output_len=CAP))
     src = source_ids(tokenizer, lines)
     mine = greedy_search(model, src, max_output_lengths(src, tokenizer.pad_id, fixed=CAP))
     assert [t[0].tokens for t in theirs] == [h.tokens for h in mine]  # no tolerance needed: 0 of 200 differ
@@ -64,7 +64,7 @@ def test_missing_cuda_libraries_are_a_clear_error(exported, capsys):
 
     translator.translator = NoCuBLAS()
     with pytest.raises(ImportError, match="libcublas.so.12.*--device cpu"):
-        translator.translate(["a b c"], DecodeConfig())
+        translator.translate(translator.tokenizer.encode(["a b c"]), DecodeConfig())
 
 
 def test_pre_norm_gelu_model_with_concatenated_positions_exports_exactly(tmp_path):
@@ -78,7 +78,8 @@ def test_pre_norm_gelu_model_with_concatenated_positions_exports_exactly(tmp_pat
     out = export(model, tokenizer, tmp_path / "ct2")
     ids = [[5 + (i * 7 + j) % 200 for j in range(3 + i % 6)] for i in range(40)]
     lines = [tokenizer.decode(s) for s in ids]
-    theirs = CTranslate2Translator(out).translate(lines, DecodeConfig(beam_size=1, max_output_len=12))
+    theirs = CTranslate2Translator(out).translate(tokenizer.encode(lines),
+                                                  DecodeConfig(beam_size=1, max_output_len=12))
     src = source_ids(tokenizer, lines)
     mine = greedy_search(model, src, max_output_lengths(src, tokenizer.pad_id, fixed=12))
     assert [t[0].tokens for t in theirs] == [h.tokens for h in mine]

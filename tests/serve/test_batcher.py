@@ -18,7 +18,7 @@ class Recorder:
         self.searches, self.hold = [], threading.Event()
         self.hold.set()
 
-    def translate(self, texts, attention=False, **options):
+    def translate(self, texts, ids=None, attention=False, **options):
         self.hold.wait(10)
         self.searches.append((list(texts), options))
         return [Translation(t.upper(), 0.0, 0.0, [1] * len(t)) for t in texts]
@@ -45,13 +45,18 @@ def run(config, scenario):
 EN_DE = Search(("en", "de"))
 
 
+def ids(*lengths):
+    """Source ids of sentences of these lengths."""
+    return [[4] * n for n in lengths]
+
+
 def test_sentences_arriving_within_the_wait_share_one_search():
     async def scenario(batcher, recorder):
         batcher.arriving = 1  # a request on its way: the first sentence waits for it
-        first = batcher.submit(["a"], [1], EN_DE)
+        first = batcher.submit(["a"], ids(1), EN_DE)
         await asyncio.sleep(0.01)
         batcher.arriving = 0
-        second = batcher.submit(["b", "c"], [1, 1], EN_DE)
+        second = batcher.submit(["b", "c"], ids(1, 1), EN_DE)
         return [t.text for t in await asyncio.gather(*first, *second)]
 
     results, recorder = run(ServeConfig(max_wait_ms=500), scenario)
@@ -61,7 +66,7 @@ def test_sentences_arriving_within_the_wait_share_one_search():
 
 def test_with_no_other_request_on_its_way_a_sentence_does_not_wait():
     async def scenario(batcher, recorder):
-        return await asyncio.wait_for(asyncio.gather(*batcher.submit(["a"], [1], EN_DE)), 5)
+        return await asyncio.wait_for(asyncio.gather(*batcher.submit(["a"], ids(1), EN_DE)), 5)
 
     _, recorder = run(ServeConfig(max_wait_ms=60_000), scenario)
     assert [texts for texts, _ in recorder.searches] == [["a"]]
@@ -70,7 +75,7 @@ def test_with_no_other_request_on_its_way_a_sentence_does_not_wait():
 def test_a_full_token_budget_starts_the_search_without_waiting_and_the_rest_waits_its_turn():
     async def scenario(batcher, recorder):
         batcher.arriving = 5
-        futures = batcher.submit(["a", "b", "c"], [3, 3, 3], EN_DE)
+        futures = batcher.submit(["a", "b", "c"], ids(3, 3, 3), EN_DE)
         return await asyncio.wait_for(asyncio.gather(*futures), 5)  # far less than the 60 s wait
 
     _, recorder = run(ServeConfig(max_wait_ms=60_000, max_batch_tokens=6), scenario)
@@ -82,8 +87,8 @@ def test_only_sentences_asking_the_same_search_are_batched():
 
     async def scenario(batcher, recorder):
         batcher.arriving = 1
-        futures = batcher.submit(["a"], [1], EN_DE) + batcher.submit(["b"], [1], greedy)
-        futures += batcher.submit(["c"], [1], EN_DE)
+        futures = batcher.submit(["a"], ids(1), EN_DE) + batcher.submit(["b"], ids(1), greedy)
+        futures += batcher.submit(["c"], ids(1), EN_DE)
         return await asyncio.gather(*futures)
 
     _, recorder = run(ServeConfig(max_wait_ms=20), scenario)
@@ -92,7 +97,7 @@ def test_only_sentences_asking_the_same_search_are_batched():
 
 def test_without_batching_one_request_at_a_time():
     async def scenario(batcher, recorder):
-        futures = batcher.submit(["a", "b"], [1, 1], EN_DE) + batcher.submit(["c"], [1], EN_DE)
+        futures = batcher.submit(["a", "b"], ids(1, 1), EN_DE) + batcher.submit(["c"], ids(1), EN_DE)
         return await asyncio.gather(*futures)
 
     _, recorder = run(ServeConfig(batching=False), scenario)
@@ -102,14 +107,14 @@ def test_without_batching_one_request_at_a_time():
 def test_withdrawn_sentences_are_not_searched_and_a_full_queue_refuses():
     async def scenario(batcher, recorder):
         recorder.hold.clear()
-        busy = batcher.submit(["a"], [1], EN_DE)
+        busy = batcher.submit(["a"], ids(1), EN_DE)
         await asyncio.sleep(0.1)  # "a" is being searched; what comes now waits
-        waiting = batcher.submit(["b", "c"], [1, 1], EN_DE)
+        waiting = batcher.submit(["b", "c"], ids(1, 1), EN_DE)
         with pytest.raises(QueueFull):
-            batcher.submit(["d"], [1], EN_DE)
+            batcher.submit(["d"], ids(1), EN_DE)
         for f in waiting:
             f.cancel()
-        later = batcher.submit(["e"], [1], EN_DE)
+        later = batcher.submit(["e"], ids(1), EN_DE)
         recorder.hold.set()
         return await asyncio.gather(*busy, *later)
 

@@ -1,6 +1,7 @@
 """Bad input, limits and failures: each answers a clear JSON error, and the server goes on."""
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -9,6 +10,8 @@ import time
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from .conftest import Gated, free_port, serving
 
@@ -22,7 +25,7 @@ async def queued_becomes(url, n):
                 return
             await asyncio.sleep(0.02)
 
-LIMITS = dict(max_texts=4, max_chars=60, max_tokens=20, max_body_bytes=2000, max_beam_size=6)
+LIMITS = dict(max_texts=4, max_chars=60, max_tokens=20, max_body_bytes=20_000, max_beam_size=6)
 
 
 @pytest.fixture(scope="module")
@@ -32,31 +35,73 @@ def server(en_de):
 
 
 def still_translates(url):
+    """The server translates a sentence right (the test model reverses letters)."""
     answer = httpx.post(f"{url}/v1/translate", json={"text": "a b c"}, timeout=60)
-    assert answer.status_code == 200 and answer.json()["translations"][0]["text"]
+    assert answer.status_code == 200 and answer.json()["translations"][0]["text"] == "c b a"
 
 
-@pytest.mark.parametrize("body, status, message", [
-    (b'{"text": 5}', 422, "text"),
-    (b'{"text": ["a", 5]}', 422, "text"),
-    (b'{"text": "a", "beam_size": "4"}', 422, "beam_size"),
-    (b'{"text": "a", "beam_size": 0}', 422, "beam_size"),
-    (b'{"text": "a", "colour": "blue"}', 422, "colour: Extra inputs are not permitted"),
-    (b'{"text": "a", ', 422, "invalid JSON at character"),
-    (b'["a"]', 422, "valid dictionary"),
-    (b'{"text": "a \xff b"}', 400, "not valid UTF-8 (byte 12"),
-    (b'{"text": "' + b"a" * 61 + b'"}', 400, "text 0: 61 characters; at most 60"),
-    (b'{"text": "' + b"a " * 25 + b'"}', 400, "tokens; at most 20"),
-    (b'{"text": ["a", "b", "c", "d", "e"]}', 400, "5 texts in one request; at most 4"),
-    (b'{"text": "' + b"a" * 3000 + b'"}', 413, "larger than this server accepts (2,000 bytes)"),
-    (b'{"text": "a", "source": "fr", "target": "de"}', 400, "no model translates fr->de"),
-    (b'{"text": "a", "beam_size": 7}', 422, "beam_size=7 is more than this server allows (6)"),
-    (b'{"text": "a", "beam_size": 2, "nbest": 3}', 422, "nbest=3 must be at most beam_size=2"),
+V1, LT = "/v1/translate", "/translate"
+DEEP = b"[" * 5000 + b"]" * 5000  # deeper than Python's JSON decoder goes
+
+
+@pytest.mark.parametrize("path, body, status, message", [
+    (V1, b'{"text": 5}', 422, "text"),
+    (V1, b'{"text": ["a", 5]}', 422, "text"),
+    (V1, b'{"text": "a", "beam_size": "4"}', 422, "beam_size"),
+    (V1, b'{"text": "a", "beam_size": 0}', 422, "beam_size"),
+    (V1, b'{"text": "a", "colour": "blue"}', 422, "colour: Extra inputs are not permitted"),
+    (V1, b'{"text": "a", ', 422, "invalid JSON at character"),
+    (V1, b'["a"]', 422, "valid dictionary"),
+    (V1, b'{"text": "a \xff b"}', 400, "not valid UTF-8 (byte 12"),
+    (V1, b'{"text": "' + b"a" * 61 + b'"}', 400, "text 0: 61 characters; at most 60"),
+    (V1, b'{"text": "' + b"a " * 25 + b'"}', 400, "tokens; at most 20"),
+    (V1, b'{"text": ["a", "b", "c", "d", "e"]}', 400, "5 texts in one request; at most 4"),
+    (V1, b'{"text": "' + b"a" * 30_000 + b'"}', 413, "larger than this server accepts (20,000 bytes)"),
+    (V1, b'{"text": "a", "source": "fr", "target": "de"}', 400, "no model translates fr->de"),
+    (V1, b'{"text": "a", "beam_size": 7}', 422, "beam_size=7 is more than this server allows (6)"),
+    (V1, b'{"text": "a", "nbest": 7}', 422, "nbest=7 is more than this server allows (6)"),
+    (V1, b'{"text": "a", "beam_size": 2, "nbest": 3}', 422, "nbest=3 must be at most beam_size=2"),
+    (V1, DEEP, 400, "error parsing the body"),
+    (LT, DEEP, 422, "invalid JSON: nested too deeply"),
+    (LT, b'{"q": "a", "source": "en", "target": "de", "alternatives": 1000}', 422,
+     "alternatives=1000 is more than this server allows (5)"),
+    (LT, b'{"q": "a", "source": "en", "target": "de", "format": "pdf"}', 400, "pdf format is not supported"),
+    (LT, b'{"q": "a", "source": "en"}', 400, "Invalid request: missing target parameter"),
+    (LT, b'[1, 2]', 422, "the body must be a JSON object"),
+    ("/no/such/path", b"{}", 404, "Not Found"),
 ])
-def test_bad_requests_get_clear_errors_and_the_server_goes_on(server, body, status, message):
-    answer = httpx.post(f"{server}/v1/translate", content=body, headers={"Content-Type": "application/json"})
+def test_bad_requests_get_clear_errors_and_the_server_goes_on(server, path, body, status, message):
+    answer = httpx.post(f"{server}{path}", content=body, headers={"Content-Type": "application/json"})
     assert answer.status_code == status, answer.text
     assert message in answer.json()["error"]
+    still_translates(server)
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                  max_size=4),
+                    max_leaves=12)
+TEXTS = st.text(max_size=40) | st.lists(st.text(max_size=20), max_size=5)
+LANGUAGES = st.sampled_from(["en", "de", "fr", "auto", ""]) | JSON
+NUMBERS = st.integers(-3, 40) | st.floats(-2, 40) | JSON
+V1_FIELDS = st.fixed_dictionaries({}, optional={
+    "text": TEXTS | JSON, "source": LANGUAGES, "target": LANGUAGES, "beam_size": NUMBERS, "nbest": NUMBERS,
+    "length_penalty": NUMBERS, "max_len": NUMBERS, "attention": st.booleans() | JSON})
+LT_FIELDS = st.fixed_dictionaries({}, optional={
+    "q": TEXTS | JSON, "source": LANGUAGES, "target": LANGUAGES,
+    "format": st.sampled_from(["text", "html"]) | JSON, "alternatives": NUMBERS, "api_key": JSON})
+
+
+@given(path_and_body=st.tuples(st.just(V1), V1_FIELDS | JSON) | st.tuples(st.just(LT), LT_FIELDS | JSON))
+@settings(max_examples=200, deadline=None, database=None)
+def test_any_json_gets_an_answer_never_a_500(server, path_and_body):
+    """Arbitrary JSON, and objects of each API's fields with values of any type, sent to both APIs:
+    a translation or a JSON error (4xx), never a server error; and the server goes on translating."""
+    path, body = path_and_body
+    answer = httpx.post(f"{server}{path}", content=json.dumps(body).encode(),
+                        headers={"Content-Type": "application/json"}, timeout=60)
+    assert answer.status_code == 200 or 400 <= answer.status_code < 500, (answer.status_code, answer.text)
+    assert answer.status_code == 200 or isinstance(answer.json()["error"], str)
     still_translates(server)
 
 
@@ -171,32 +216,76 @@ def test_requests_before_warm_up_ends_get_503(en_de):
 
 
 def test_sigterm_finishes_the_requests_in_flight_then_exits(trained_run):
+    """A request whose body is half sent when SIGTERM arrives: the server stops listening, waits for
+    the rest of the body (for up to --drain-timeout), translates it, answers, and only then exits."""
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "aiayn", "serve", str(trained_run), "--port", str(port),
-                               "--max-wait-ms", "2000", "--threads", "1"],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
-        while True:
+        while not _answers(f"{url}/ready", 200):
             assert server.poll() is None and time.monotonic() < deadline, server.stdout.read()
-            try:
-                if httpx.get(f"{url}/ready").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
             time.sleep(0.1)
 
         async def scenario():
-            async with httpx.AsyncClient(timeout=60) as a:
-                in_flight = asyncio.create_task(a.post(f"{url}/v1/translate", json={"text": "a b c"}))
-                await asyncio.sleep(0.5)  # it waits 2 s for others to share its search
-                os.kill(server.pid, signal.SIGTERM)
+            rest = asyncio.Event()
+
+            async def body():
+                yield b'{"text": "a b'
+                await rest.wait()
+                yield b' c"}'
+
+            async with httpx.AsyncClient(timeout=60) as client:
+                in_flight = asyncio.create_task(client.post(
+                    f"{url}/v1/translate", content=body(), headers={"Content-Type": "application/json"}))
+                in_progress = 'aiayn_requests_in_progress{endpoint="/v1/translate"}'
+                await _until(lambda: _metric(url, in_progress) == 1)
+                os.kill(server.pid, signal.SIGTERM)  # the request is in flight: its body is half sent
+                await _until(lambda: not _answers(f"{url}/health"))  # shutting down: no new connections
+                await asyncio.sleep(0.5)  # well past uvicorn's own 0.1 s: only draining keeps it waiting
+                assert server.poll() is None, "the server exited with a request in flight"
+                rest.set()
                 return await in_flight
 
         answer = asyncio.run(scenario())
-        assert answer.status_code == 200 and answer.json()["translations"][0]["text"]
+        assert answer.status_code == 200 and answer.json()["translations"][0]["text"] == "c b a"
         # uvicorn, once drained, exits by the signal it caught (older versions exit 0)
         assert server.wait(30) in (0, -signal.SIGTERM)
     finally:
         if server.poll() is None:
             server.kill()
+
+
+def _answers(url, status=None):
+    """Whether a new connection to the server gets an answer (with `status`, if given)."""
+    try:
+        return status in (None, httpx.get(url, timeout=10).status_code)
+    except httpx.TransportError:
+        return False
+
+
+def _metric(url, name):
+    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+async def _until(condition):
+    """Wait until `condition()` (which blocks: run in a thread) holds."""
+    while not await asyncio.to_thread(condition):
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--port", "99999"], "port=99999 must be in [1, 65535]"),
+    (["--port", "0"], "port=0 must be in [1, 65535]"),
+    (["--max-beam-size", "0"], "max_beam_size=0 must be at least 1"),
+    (["--timeout", "0"], "timeout=0.0 must be greater than 0"),
+])
+def test_bad_serve_flags_are_one_line_errors_before_anything_loads(tmp_path, capsys, flags, message):
+    from aiayn.cli import main
+
+    assert main(["serve", str(tmp_path / "no-model"), *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err

@@ -133,10 +133,11 @@ class CTranslate2Translator:
         pieces = self.tokenizer.pieces(list(range(self.tokenizer.vocab_size)))
         self.to_id = {piece: i for i, piece in enumerate(pieces)}
 
-    def translate(self, lines: list[str], config: DecodeConfig) -> list[list[Translation]]:
-        """The n-best translations of every line, best first; empty lines stay empty."""
-        tokenizer, ids = self.tokenizer, self.tokenizer.encode(lines)
-        results = [[Translation("", 0.0, 0.0, [])] for _ in lines]
+    def translate(self, ids: list[list[int]], config: DecodeConfig) -> list[list[Translation]]:
+        """The n-best translations of every sentence (its source ids, without eos: `Tokenizer.encode`),
+        best first; empty sentences stay empty."""
+        tokenizer = self.tokenizer
+        results = [[Translation("", 0.0, 0.0, [])] for _ in ids]
         todo = [i for i, s in enumerate(ids) if s]
         if not todo:
             return results

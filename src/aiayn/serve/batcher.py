@@ -42,11 +42,15 @@ class Search:
 @dataclass
 class _Waiting:
     text: str
-    tokens: int  # source tokens, for the batch's budget
+    ids: list[int]  # its source ids (tokenised once, when the request's limits were checked)
     search: Search
     request: int
     future: asyncio.Future = field(repr=False)
     since: float = 0.0  # event-loop time it arrived
+
+    @property
+    def tokens(self) -> int:  # source tokens, for the batch's budget
+        return len(self.ids)
 
 
 @dataclass
@@ -76,15 +80,16 @@ class Batcher:
         """Sentences waiting (not those withdrawn)."""
         return sum(not w.future.done() for w in self._queue)
 
-    def submit(self, texts: list[str], tokens: list[int], search: Search) -> list[asyncio.Future]:
-        """Queue one request's sentences; -> a future per sentence, resolving to its Translation.
-        Cancel the futures to withdraw the sentences still waiting."""
+    def submit(self, texts: list[str], sources: list[list[int]], search: Search) -> list[asyncio.Future]:
+        """Queue one request's sentences with their source ids (`Translator.encode`); -> a future per
+        sentence, resolving to its Translation. Cancel the futures to withdraw the sentences still
+        waiting."""
         self._drop_withdrawn()
         if len(self._queue) + len(texts) > self.config.max_queue:
             raise QueueFull(f"{len(self._queue):,} sentences are waiting (at most {self.config.max_queue:,})")
         loop, request = asyncio.get_running_loop(), next(self._requests)
-        waiting = [_Waiting(text, n, search, request, loop.create_future(), loop.time())
-                   for text, n in zip(texts, tokens, strict=True)]
+        waiting = [_Waiting(text, ids, search, request, loop.create_future(), loop.time())
+                   for text, ids in zip(texts, sources, strict=True)]
         self._queue.extend(waiting)
         self._submitted.set()
         return [w.future for w in waiting]
@@ -97,8 +102,7 @@ class Batcher:
             started = time.perf_counter()
             search = batch[0].search
             try:
-                results = await loop.run_in_executor(self.executor, self._translate, search,
-                                                     [w.text for w in batch])
+                results = await loop.run_in_executor(self.executor, self._translate, search, batch)
             except Exception as e:  # noqa: BLE001 - handed to the requests, which answer 500
                 for w in batch:
                     if not w.future.done():
@@ -110,9 +114,9 @@ class Batcher:
             self.on_batch(BatchStats(len(batch), len({w.request for w in batch}),
                                      sum(len(r.tokens) for r in results), time.perf_counter() - started))
 
-    def _translate(self, search: Search, texts: list[str]) -> list[Translation]:
-        return self.translators[search.pair].translate(texts, attention=search.attention,
-                                                       **dict(search.options))
+    def _translate(self, search: Search, batch: list[_Waiting]) -> list[Translation]:
+        return self.translators[search.pair].translate([w.text for w in batch], ids=[w.ids for w in batch],
+                                                       attention=search.attention, **dict(search.options))
 
     async def _next_batch(self) -> list[_Waiting]:
         """The next sentences to search together: the oldest waiting, and what may join it."""

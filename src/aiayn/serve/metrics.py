@@ -14,6 +14,8 @@ class Metrics:
         self.registry = CollectorRegistry()
         self.requests = Counter("aiayn_requests", "HTTP requests answered, by endpoint and status code",
                                 ["endpoint", "status"], registry=self.registry)
+        self.in_progress = Gauge("aiayn_requests_in_progress", "requests received and not yet answered, "
+                                 "by endpoint", ["endpoint"], registry=self.registry)
         self.latency = Histogram("aiayn_request_seconds", "time from a request's arrival to its answer",
                                  ["endpoint"], registry=self.registry,
                                  buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60))

@@ -1,0 +1,175 @@
+"""What every API of the server shares: the models by language pair, the limits, API keys, the
+batcher and its worker thread, the metrics, and readiness; and the way one request's texts are
+checked, queued and awaited (`Service.translate`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from fastapi import Request
+
+from aiayn.config import ServeConfig
+from aiayn.serve.batcher import Batcher, QueueFull, Search
+from aiayn.serve.errors import Problem
+from aiayn.serve.metrics import Metrics
+from aiayn.translation import Translation, Translator
+
+
+class Service:
+    """The server's state; `running()` is its lifespan (the batcher's task, the warm-up)."""
+
+    def __init__(self, translators: Iterable[Translator], config: ServeConfig,
+                 api_keys: Iterable[str]) -> None:
+        self.models = by_pair(translators)
+        self.config, self.keys = config, frozenset(api_keys)
+        self.metrics = Metrics()
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aiayn-search")
+        self.batcher = Batcher(self.models, config, self.executor, self.metrics.batch)
+        self.metrics.queue_depth.set_function(lambda: self.batcher.queued)
+        self.ready = False
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Search batches while the server runs; warm each model up in the worker thread first
+        (`ready` turns True once that is done)."""
+        loop = asyncio.get_running_loop()
+        searching = asyncio.create_task(self.batcher.run())
+        warming = loop.run_in_executor(self.executor, warm_up, self.models.values(), self.config)
+        warming.add_done_callback(lambda f: setattr(self, "ready", f.exception() is None))
+        try:
+            yield
+        finally:
+            searching.cancel()
+            self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def check_key(self, request: Request, given: str | None = None) -> None:
+        """401 without a key, 403 with a wrong one, when the server has keys."""
+        if not self.keys:
+            return
+        auth = request.headers.get("authorization", "")
+        bearer = auth[7:] if auth.lower().startswith("bearer ") else None
+        key = given or request.headers.get("x-api-key") or bearer
+        if not key:
+            raise Problem(401, "an API key is required: send it as 'Authorization: Bearer KEY', "
+                               "'X-API-Key: KEY' or the api_key field")
+        if key not in self.keys:
+            raise Problem(403, "the API key is not valid")
+
+    def pair(self, source: str | None, target: str | None) -> tuple[str, str]:
+        """The language pair a request asks for; left out (or source "auto"), the one model that fits."""
+        fits = [p for p in self.models if source in (None, "auto", p[0]) and target in (None, p[1])]
+        if len(fits) == 1:
+            return fits[0]
+        served = ", ".join(f"{s}->{t}" for s, t in self.models)
+        if not fits:
+            raise Problem(400, f"no model translates {source or '?'}->{target or '?'}; "
+                               f"this server has {served}")
+        raise Problem(400, f"several models fit ({served}): give source and target")
+
+    def beam_for(self, pair: tuple[str, str], nbest: int) -> int:
+        """The beam of a request that asks for `nbest` hypotheses and no beam: the default, or wider."""
+        return max(self.models[pair].defaults.beam_size, nbest)
+
+    async def translate(self, request: Request, texts: list[str], pair: tuple[str, str],
+                        options: dict[str, Any], attention: bool = False) -> list[Translation]:
+        """Check the texts against the limits, queue them for the batcher, and await their
+        translations (withdrawn on a timeout or when the client goes away)."""
+        if not self.ready:
+            raise Problem(503, "the server is warming up its models", {"Retry-After": "1"})
+        translator = self.models[pair]
+        try:
+            search = translator.config(**options)
+        except ValueError as e:
+            raise Problem(422, str(e)) from None
+        at_most("beam_size", search.beam_size, self.config.max_beam_size)
+        sources = check_texts(texts, translator, self.config)
+        arrived(request, self.batcher)
+        try:
+            search_ = Search(pair, tuple(sorted(options.items())), attention)
+            futures = self.batcher.submit(texts, sources, search_)
+        except QueueFull as e:
+            raise Problem(503, f"the server is busy: {e}; retry later", {"Retry-After": "1"}) from None
+        return await results(request, futures, self.config.timeout)
+
+
+def at_most(field: str, value: int, most: int) -> None:
+    """A request's `field` may not ask for more than the server allows: 422 naming the field."""
+    if value > most:
+        raise Problem(422, f"{field}={value} is more than this server allows ({most})")
+
+
+def by_pair(translators: Iterable[Translator]) -> dict[tuple[str, str], Translator]:
+    models: dict[tuple[str, str], Translator] = {}
+    for t in translators:
+        pair = (t.src_lang, t.tgt_lang)
+        if not all(pair):
+            raise ValueError(f"a model without its languages ({t.description}): serve models that name "
+                             "their source and target language")
+        if pair in models:
+            raise ValueError(f"two models translate {pair[0]}->{pair[1]}: serve one per language pair")
+        models[pair] = t
+    if not models:
+        raise ValueError("no model to serve")
+    return models
+
+
+def check_texts(texts: list[str], translator: Translator, config: ServeConfig) -> list[list[int]]:
+    """Each text's source ids, once the request's limits are checked (the translator takes them as
+    they are: each text is tokenised once)."""
+    if len(texts) > config.max_texts:
+        raise Problem(400, f"{len(texts)} texts in one request; at most {config.max_texts}")
+    for i, text in enumerate(texts):
+        if len(text) > config.max_chars:
+            raise Problem(400, f"text {i}: {len(text):,} characters; at most {config.max_chars:,}")
+    sources = translator.encode(texts)
+    for i, ids in enumerate(sources):
+        if len(ids) > config.max_tokens:
+            raise Problem(400, f"text {i}: {len(ids):,} tokens; at most {config.max_tokens:,}")
+    return sources
+
+
+async def results(request: Request, futures: list[asyncio.Future], timeout: float) -> list[Translation]:
+    """The futures' results; on a timeout or when the client goes away, the sentences still waiting
+    are withdrawn (cancelled)."""
+    everything = asyncio.gather(*futures)
+    gone = asyncio.create_task(client_gone(request))
+    try:
+        done, _ = await asyncio.wait({everything, gone}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if everything in done:
+        return everything.result()
+    everything.cancel()
+    if gone in done:
+        raise Problem(499, "the client closed the connection")
+    raise Problem(504, f"the translation took longer than this server's timeout ({timeout:g} s)")
+
+
+async def client_gone(request: Request) -> None:
+    """Returns when the client closes the connection: once the body is read, the next message the
+    server gets for the request is that one (no polling)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def warm_up(translators: Iterable[Translator], config: ServeConfig) -> None:
+    """Run each model once, and with a compiled decoder step, compile it for every row count that
+    the server's batches (up to the search's batch size) can reach, so no request pays for it."""
+    for translator in translators:
+        translator.translate(["warm up"])
+        if translator.defaults.compile:
+            most = translator.defaults.batch_size
+            n = 1
+            while n <= most:  # sentences of growing lengths, so searches shrink through each row count
+                translator.translate([" ".join(["warm"] * (1 + i % 24)) for i in range(n)])
+                n *= 2
+
+
+def arrived(request: Request, batcher: Batcher) -> None:
+    """The request is no longer on its way to the batcher (see `limits.Limits`)."""
+    if request.scope.get("state", {}).pop("aiayn_arriving", False):
+        batcher.arriving -= 1

@@ -1,0 +1,78 @@
+"""aiayn's own API: `POST /v1/translate` (n-best lists, scores, attention) and `GET /v1/models`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from aiayn.serve.errors import Problem
+from aiayn.serve.service import Service, at_most
+from aiayn.translation import AttentionView, Translation
+
+
+class TranslateRequest(BaseModel):
+    """`POST /v1/translate`. Unset search options take the server's defaults."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    text: str | list[str] = Field(description="a text, or a list of texts, each translated on its own")
+    source: str | None = Field(None, description="source language; may be left out when one model serves")
+    target: str | None = Field(None, description="target language; may be left out when one model serves")
+    beam_size: int | None = Field(None, ge=1, description="beam width; 1 is greedy search")
+    nbest: int | None = Field(None, ge=1, description="hypotheses per text, best first (at most beam_size)")
+    length_penalty: float | None = Field(None, ge=0, description="length penalty alpha")
+    max_len: int | None = Field(None, ge=1, description="output at most this many tokens")
+    attention: bool = Field(False, description="return the encoder-decoder attention of each translation")
+
+
+def router(service: Service) -> APIRouter:
+    api = APIRouter()
+
+    @api.post("/v1/translate", summary="Translate texts; n-best lists and attention on request")
+    async def translate(request: Request, body: TranslateRequest) -> dict[str, Any]:
+        service.check_key(request)
+        pair = service.pair(body.source, body.target)
+        texts = [body.text] if isinstance(body.text, str) else body.text
+        asked = (("beam_size", body.beam_size), ("nbest", body.nbest),
+                 ("length_penalty", body.length_penalty), ("max_output_len", body.max_len))
+        options = {k: v for k, v in asked if v is not None}
+        for field in ("beam_size", "nbest"):
+            if field in options:
+                at_most(field, options[field], service.config.max_beam_size)
+        if body.nbest is not None and body.beam_size is None:
+            options["beam_size"] = service.beam_for(pair, body.nbest)
+        if body.attention and service.models[pair].model is None:
+            raise Problem(400, "attention weights come from PyTorch models; this one runs on CTranslate2")
+        results = await service.translate(request, texts, pair, options, body.attention)
+        out = []
+        for text, t in zip(texts, results, strict=True):
+            item = translation_json(t)
+            if body.attention:
+                item["attention"] = attention_json(t.attention) if text.strip() else None
+            out.append(item)
+        return {"source": pair[0], "target": pair[1], "translations": out}
+
+    @api.get("/v1/models", summary="The models served: language pair, search defaults, how they compute")
+    async def models() -> dict[str, Any]:
+        return {"api_key_required": bool(service.keys), "max_beam_size": service.config.max_beam_size,
+                "models": [{"source": s, "target": t, "description": m.description,
+                            "beam_size": m.defaults.beam_size, "length_penalty": m.defaults.length_penalty}
+                           for (s, t), m in service.models.items()]}
+
+    return api
+
+
+def translation_json(t: Translation) -> dict[str, Any]:
+    def one(t: Translation) -> dict[str, Any]:
+        return {"text": t.text, "score": t.score, "log_prob": t.log_prob}
+
+    return {**one(t), "alternatives": [one(a) for a in t.alternatives]}
+
+
+def attention_json(view: AttentionView) -> dict[str, Any]:
+    """The encoder-decoder attention of a translation (computed in its search, as `aiayn attention`
+    computes it): per layer, per head, (target, source) weights."""
+    return {"source": view.source, "target": view.target_out,
+            "cross": [[[[round(x, 4) for x in row] for row in head] for head in layer.tolist()]
+                      for layer in view.maps["cross"]]}
