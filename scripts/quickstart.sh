@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # From nothing to a translating model: set up .venv, train the small Transformer on Multi30k
-# en->de for 300 updates (recipes/quickstart.toml; about 5 minutes on a 2-core CPU), then
-# translate a few sentences. Multi30k is read from $AIAYN_DATA_DIR (default: ../shared/data when
-# it exists), else downloaded into ~/.cache/aiayn.
+# en->de for 250 updates (recipes/quickstart.toml; 4 to 8 minutes on a 2-core CPU), then
+# translate three sentences (the words differ a little from one CPU to another). Multi30k is read
+# from $AIAYN_DATA_DIR (default: ../shared/data when it exists), else downloaded into ~/.cache/aiayn.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
