@@ -210,7 +210,8 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """How to search for translations (section 6.1: beam 4, length penalty 0.6, input length + 50)."""
+    """How to translate: the search (section 6.1: beam 4, length penalty 0.6, input length + 50),
+    batches, and how a text is cut into the sentences a model translates."""
 
     beam_size: int = _opt(4, "beam width; 1 is greedy decoding", bounds=">= 1")
     nbest: int = _opt(1, "hypotheses to output per sentence, best first (at most the beam size)",
@@ -230,6 +231,13 @@ class DecodeConfig:
     batch_size: int = _opt(64, "sentences per batch, or source tokens with --batch-by tokens", bounds=">= 1")
     batch_by: str = _opt("sentences", "what --batch-size counts", ("sentences", "tokens"))
     seed: int = _opt(1, "seed for sampling")
+    split: bool = _opt(
+        True, "cut each text into its lines (kept exactly) and sentences, translate those, and join "
+              "them back with the text's own whitespace; --no-split: each text is one sentence")
+    max_source_len: int = _opt(
+        0, "cut a sentence of more source tokens than this at its best boundaries (never dropped or "
+           "truncated); 0: the model's own limit (--max-len of its training, or its learned positions)",
+        bounds=">= 0")
     compile: bool = _opt(
         False, "run each decoder step compiled by TorchInductor: the first batch of each power-of-two "
                "size compiles for seconds, then decoding is faster (benchmarks/RESULTS.md), with the "

@@ -31,14 +31,15 @@ from aiayn import config as cfg
 from aiayn.decoding.translator import Translation, translate_ids
 from aiayn.interop import marian
 from aiayn.model import Transformer
+from aiayn.text import segment
 from aiayn.tokenizer import Tokenizer
 
 ENGINES = ("pytorch", "ctranslate2")
 DTYPES = ("float32", "bfloat16", "float16")
 CHUNK = 512  # lines that translate_stream sorts by length into batches and translates together
 
-__all__ = ["AttentionView", "LoadedModel", "Translation", "Translator", "load_model", "load_translator",
-           "prepare"]
+__all__ = ["AttentionView", "LoadedModel", "Segments", "Translation", "Translator", "load_model",
+           "load_translator", "prepare"]
 
 
 @dataclass
@@ -134,7 +135,8 @@ def load_translator(path: str | Path, *, engine: str | None = None, device: str 
         ct2 = CTranslate2Translator(path, device_.type, threads_, compute_type)
         defaults = cfg.build(cfg.DecodeConfig, {"penalty_form": "plain", **options}, "translator options")
         return Translator(lambda ids, config, progress: ct2.translate(ids, config), defaults, None,
-                          ct2.tokenizer, *ct2.languages, f"ctranslate2 {compute_type} {on}")
+                          ct2.tokenizer, *ct2.languages, f"ctranslate2 {compute_type} {on}",
+                          ct2.max_source_len)
     loaded = load_model(path, device_)
     model, how = prepare(loaded.model.eval(), device_, dtype, int8, compile)
     defaults = cfg.build(cfg.DecodeConfig, {"compile": compile, **options}, "translator options")
@@ -143,7 +145,15 @@ def load_translator(path: str | Path, *, engine: str | None = None, device: str 
         return translate_ids(model, loaded.tokenizer, ids, config, progress)
 
     return Translator(run, defaults, model, loaded.tokenizer, loaded.src_lang, loaded.tgt_lang,
-                      f"pytorch {how} {on}")
+                      f"pytorch {how} {on}", max_source_len(loaded))
+
+
+def max_source_len(loaded: LoadedModel) -> int:
+    """The longest sentence, in source tokens, that a model takes: the longest it was trained on,
+    and with learned positions, no more than it has positions for (one goes to eos)."""
+    c = loaded.model.config
+    longest = loaded.data.max_len
+    return min(longest, c.max_positions - 1) if c.positional == "learned" else longest
 
 
 def _check_engine_options(engine: str | None, dtype: str, int8: bool, compile: bool, compute_type: str,
@@ -187,49 +197,85 @@ def _engine_for(path: str | Path, kind: str, engine: str | None, compute_type: s
 Engine = Callable[[list[list[int]], cfg.DecodeConfig, bool], list[list[Translation]]]
 
 
+@dataclass(frozen=True)
+class Segments:
+    """One text as a model translates it: its sentences (each cut to fit the model) with the
+    whitespace around them, and each sentence's source ids (without eos). `Translator.segment`."""
+
+    parts: segment.Parts
+    ids: list[list[int]]
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(ids) for ids in self.ids)
+
+
 class Translator:
     """A loaded model, ready to translate. Made by `load_translator`.
 
-    `translate` returns one Translation per sentence, best first: its text, tokens and scores, the
+    `translate` returns one Translation per text, best first: its text, tokens and scores, the
     other hypotheses of an n-best list (`alternatives`), and, on request, its attention weights.
-    Empty sentences translate to empty translations. Keyword options override the search defaults
-    for one call: beam_size, nbest, length_penalty, penalty_form, max_output_extra, max_output_len,
-    temperature, top_k, batch_size, batch_by, seed (see DecodeConfig).
+    A text is cut into its lines and sentences (`split`, the default), all sentences of all texts
+    are searched in the same batches, and each text is joined back with its own whitespace. A text
+    of one sentence gets that sentence's Translation; a text of several gets its sentences' own
+    Translations in `sentences` (each with its alternatives and attention), and for the whole
+    text: the log-probability and score summed over them, the tokens one after another, and as
+    its k-th alternative each sentence's k-th (or last) alternative joined, as LibreTranslate
+    does. A text without words translates to "". Keyword options override the defaults for one
+    call: the fields of DecodeConfig (beam_size, nbest, length_penalty, split, ...).
     """
 
     def __init__(self, engine: Engine, defaults: cfg.DecodeConfig, model: Transformer | None,
-                 tokenizer: Tokenizer, src_lang: str, tgt_lang: str, description: str) -> None:
+                 tokenizer: Tokenizer, src_lang: str, tgt_lang: str, description: str,
+                 max_source_len: int = cfg.DataConfig().max_len) -> None:
         self._engine, self.defaults, self.model, self.tokenizer = engine, defaults, model, tokenizer
         self.src_lang, self.tgt_lang, self.description = src_lang, tgt_lang, description
+        self.max_source_len = max_source_len  # source tokens of the longest sentence the model takes
 
     def config(self, **options: Any) -> cfg.DecodeConfig:
-        """The search settings of a call: the defaults with `options` on top, checked."""
+        """The settings of a call: the defaults with `options` on top, checked."""
         return cfg.build(cfg.DecodeConfig, {**dataclasses.asdict(self.defaults), **options},
                          "translate options")
 
-    def encode(self, texts: Sequence[str]) -> list[list[int]]:
-        """The source ids of each text (without eos), as `translate` computes them: a caller that needs
-        them first (to check a length limit, say) passes them back as `ids`."""
-        return self.tokenizer.encode(list(texts))
+    def segment(self, texts: Sequence[str], **options: Any) -> list[Segments]:
+        """Each text as `translate` cuts it into sentences (options: split, max_source_len), with their
+        source ids: a caller that needs them first (to check its limits, say) passes them back."""
+        config = self.config(**options)
+        limit = config.max_source_len or self.max_source_len
+        parts = [segment.split(text, self.src_lang, config.split) for text in texts]
+        ids = iter(self.tokenizer.encode([sentence for p in parts for sentence in p.sentences]))
+        out = []
+        for p in parts:
+            sentence_ids = [next(ids) for _ in p.sentences]
+            if any(len(s) > limit for s in sentence_ids):
+                p = segment.fit(p, lambda sentence: len(self.tokenizer.encode([sentence])[0]) <= limit)
+                sentence_ids = self.tokenizer.encode(p.sentences)
+            out.append(Segments(p, sentence_ids))
+        return out
 
-    def translate(self, texts: Sequence[str], *, ids: Sequence[list[int]] | None = None,
+    def translate(self, texts: Sequence[str], *, segments: Sequence[Segments] | None = None,
                   attention: bool = False, progress: bool = False, **options: Any) -> list[Translation]:
         """The best translation of each text, in order (`attention`: with its attention weights).
-        `ids`: the texts' source ids from `encode`, when the caller has them already."""
+        `segments`: the texts as `segment` cut them, when the caller has them already."""
         if isinstance(texts, str):
-            raise TypeError("translate takes a list of sentences; wrap one sentence in a list")
+            raise TypeError("translate takes a list of texts; wrap one text in a list")
         if attention and self.model is None:
             raise cfg.ConfigError("attention weights come from the PyTorch model: use engine pytorch")
-        ids = self.encode(texts) if ids is None else list(ids)
-        if len(ids) != len(texts):
-            raise ValueError(f"{len(ids)} id lists for {len(texts)} texts")
+        config = self.config(**options)
+        segments = self.segment(texts, **options) if segments is None else list(segments)
+        if len(segments) != len(texts):
+            raise ValueError(f"{len(segments)} segmented texts for {len(texts)} texts")
+        nbests = iter(self._engine([ids for s in segments for ids in s.ids], config, progress))
         results = []
-        for text, (best, *others) in zip(texts, self._engine(ids, self.config(**options), progress),
-                                         strict=True):
-            best.alternatives = others
-            if attention:
-                best.attention = attention_view(self.model, self.tokenizer, text, best)
-            results.append(best)
+        for s in segments:
+            sentences = []
+            for sentence in s.parts.sentences:
+                best, *others = next(nbests)
+                best.alternatives = others
+                if attention:
+                    best.attention = attention_view(self.model, self.tokenizer, sentence, best)
+                sentences.append(best)
+            results.append(whole_text(s.parts, sentences, self.tgt_lang))
         return results
 
     def translate_stream(self, lines: Iterable[str], *, chunk: int = CHUNK, progress: bool = False,
@@ -240,6 +286,27 @@ class Translator:
         iterator = iter(lines)
         while batch := list(itertools.islice(iterator, chunk)):
             yield from self.translate(batch, progress=progress, **options)
+
+
+def whole_text(parts: segment.Parts, sentences: list[Translation], target_lang: str) -> Translation:
+    """A text's Translation from its sentences' (see `Translator`)."""
+    if not sentences:
+        return Translation("", 0.0, 0.0, [])
+    ranked = [[s, *s.alternatives] for s in sentences]
+
+    def kth(k: int) -> Translation:
+        hyps = [r[min(k, len(r) - 1)] for r in ranked]
+        text = segment.join(parts, [h.text for h in hyps], target_lang)
+        return Translation(text, sum(h.score for h in hyps), sum(h.log_prob for h in hyps),
+                           [t for h in hyps for t in h.tokens])
+
+    best = kth(0)
+    best.alternatives = [kth(k) for k in range(1, max(len(r) for r in ranked))]
+    if len(sentences) > 1:
+        best.sentences = sentences
+    else:
+        best.attention = sentences[0].attention
+    return best
 
 
 @dataclass

@@ -9,6 +9,8 @@ import pytest
 from aiayn.config import ServeConfig
 from aiayn.decoding.translator import Translation
 from aiayn.serve.batcher import Batcher, QueueFull, Search
+from aiayn.text.segment import Parts
+from aiayn.translation import Segments
 
 
 class Recorder:
@@ -18,7 +20,7 @@ class Recorder:
         self.searches, self.hold = [], threading.Event()
         self.hold.set()
 
-    def translate(self, texts, ids=None, attention=False, **options):
+    def translate(self, texts, segments=None, attention=False, **options):
         self.hold.wait(10)
         self.searches.append((list(texts), options))
         return [Translation(t.upper(), 0.0, 0.0, [1] * len(t)) for t in texts]
@@ -46,8 +48,8 @@ EN_DE = Search(("en", "de"))
 
 
 def ids(*lengths):
-    """Source ids of sentences of these lengths."""
-    return [[4] * n for n in lengths]
+    """Texts of one sentence each, of these lengths in source tokens."""
+    return [Segments(Parts(["x"], ["", ""]), [[4] * n]) for n in lengths]
 
 
 def test_sentences_arriving_within_the_wait_share_one_search():

@@ -147,3 +147,19 @@ def test_the_readme_curl_example(server):
     assert answer.status_code == 200
     translations = answer.json()["translations"]
     assert len(translations) == 1 and len(translations[0]["alternatives"]) == 1
+
+
+def test_a_paragraph_is_translated_sentence_by_sentence_nothing_dropped(server, en_de):
+    """LibreTranslate's /translate and /v1/translate cut a text into its sentences, as the translator
+    does: all of a paragraph's sentences are translated (it once answered the first alone)."""
+    sentences = ["A b c?", "D e f g?", "H i j?"]
+    each = [t.text for t in en_de.translate(sentences, split=False)]
+    paragraph = f"{sentences[0]} {sentences[1]}\n\n{sentences[2]}"
+    expected = f"{each[0]} {each[1]}\n\n{each[2]}"
+    libre = post(server, "/translate", q=paragraph, source="en", target="de").json()
+    assert libre == {"translatedText": expected}
+    v1 = post(server, "/v1/translate", text=paragraph, source="en", target="de").json()["translations"][0]
+    assert v1["text"] == expected and [s["text"] for s in v1["sentences"]] == each
+    whole = post(server, "/v1/translate", text=paragraph, source="en", target="de", split=False).json()
+    assert whole["translations"][0]["text"] == en_de.translate([paragraph], split=False)[0].text
+    assert "sentences" not in whole["translations"][0]

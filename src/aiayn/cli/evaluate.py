@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from aiayn import evaluate
-from aiayn.cli.options import add_inference_options, translator_for
+from aiayn.cli.options import add_inference_options, change_default, translator_for
 from aiayn.data.corpora import load_corpus
 from aiayn.data.readers import DataError, read_lines
 from aiayn.files import check_writable
@@ -33,6 +33,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                    help="sacreBLEU's tokeniser for BLEU; auto (default): by the target language, zh for "
                         "Chinese, ja-mecab and ko-mecab for Japanese and Korean, 13a for the others")
     add_inference_options(p, exclude=("nbest",))  # the best translation is scored
+    # A test set is aligned by line: each line is one segment, as the references are.
+    change_default(p, "split", False, "cut each line into its sentences, translate those and join them "
+                                      "back; --no-split: each line is one segment, as its reference is")
 
 
 def run(args: argparse.Namespace) -> int:

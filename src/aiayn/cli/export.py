@@ -7,7 +7,7 @@ import argparse
 from aiayn.cli.options import positive_int
 from aiayn.files import check_out
 from aiayn.interop.ctranslate2 import export, is_ctranslate2_dir
-from aiayn.translation import load_model
+from aiayn.translation import load_model, max_source_len
 
 
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
@@ -32,6 +32,6 @@ def run(args: argparse.Namespace) -> int:
     check_out(args.out, "CTranslate2 model", is_ctranslate2_dir, args.force)  # before loading
     loaded = load_model(args.checkpoint)
     out = export(loaded.model, loaded.tokenizer, args.out, args.quantization, args.max_positions,
-                 (loaded.src_lang, loaded.tgt_lang), args.force)
+                 (loaded.src_lang, loaded.tgt_lang), args.force, max_source_len(loaded))
     print(f"wrote {out}")
     return 0

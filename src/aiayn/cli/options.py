@@ -38,6 +38,12 @@ def add_config_options(parser: argparse.ArgumentParser, cls: type, title: str,
                                type=_TYPES[f.type], choices=f.metadata.get("choices"))
 
 
+def change_default(parser: argparse.ArgumentParser, dest: str, value: Any, help: str) -> None:
+    """A command whose default for a config option differs from the config's, said in its help."""
+    parser.set_defaults(**{dest: value})
+    next(a for a in parser._actions if a.dest == dest).help = f"{help} (default: {value!r})"
+
+
 def field_help(cls: type, name: str) -> str:
     return next(f.metadata["help"] for f in dataclasses.fields(cls) if f.name == name)
 

@@ -17,14 +17,16 @@ from aiayn.translation import CHUNK, Translation
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
     p = commands.add_parser(
         name, help="translate sentences",
-        description="Translate sentences given as arguments, or one per line from --input or standard "
-                    "input, writing each translation as soon as its batch is done. Writes one line per "
-                    "input line (an empty line gives an empty line); with --nbest N > 1, N lines per "
-                    "input in the Moses format: INDEX ||| TEXT ||| SCORE.")
+        description="Translate texts given as arguments, or one per line from --input or standard input, "
+                    "writing each translation as soon as its batch is done. Each text is cut into its "
+                    "sentences, which are translated and joined back (--no-split: each is one sentence); "
+                    "a sentence longer than the model takes is cut at its best boundaries. Writes one "
+                    "line per input line (an empty line gives an empty line); with --nbest N > 1, N "
+                    "lines per input in the Moses format: INDEX ||| TEXT ||| SCORE.")
     p.add_argument("checkpoint", help="checkpoint directory, run directory (its newest checkpoint), "
                                       "Marian directory, or CTranslate2 export (with --engine ctranslate2)")
-    p.add_argument("sentences", nargs="*", help="sentences to translate (default: read lines)")
-    p.add_argument("--input", "-i", metavar="FILE", help="file to translate, one sentence per line, UTF-8, "
+    p.add_argument("sentences", nargs="*", help="texts to translate (default: read lines)")
+    p.add_argument("--input", "-i", metavar="FILE", help="file to translate, one text per line, UTF-8, "
                                                          "plain or .gz (default: standard input)")
     p.add_argument("--output", "-o", metavar="FILE",
                    help="where to write translations (default: standard output)")

@@ -32,6 +32,9 @@ class Translation:
     tokens: list[int]
     alternatives: list[Translation] = field(default_factory=list)  # the next best, with nbest > 1
     attention: Any = None  # its attention weights (translation.AttentionView), when asked for
+    # A text of several sentences: each sentence's own translation (with its alternatives and
+    # attention); the fields above are then the whole text's (translation.Translator.translate).
+    sentences: list[Translation] = field(default_factory=list)
 
 
 def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,

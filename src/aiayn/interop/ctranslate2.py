@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from aiayn import files
-from aiayn.config import DecodeConfig
+from aiayn.config import DataConfig, DecodeConfig
 from aiayn.decoding.translator import Translation
 from aiayn.interop import ConversionError, require
 from aiayn.model import Transformer
@@ -97,8 +97,10 @@ def is_ctranslate2_dir(path: Path) -> bool:
 
 
 def export(model: Transformer, tokenizer: Tokenizer, out: str | Path, quantization: str | None = None,
-           max_positions: int = 1024, languages: tuple[str, str] = ("", ""), force: bool = False) -> Path:
-    """Write a CTranslate2 model directory, plus the tokenizer and languages so it translates text alone.
+           max_positions: int = 1024, languages: tuple[str, str] = ("", ""), force: bool = False,
+           max_source_len: int = DataConfig().max_len) -> Path:
+    """Write a CTranslate2 model directory, plus the tokenizer, the languages and the longest sentence
+    the model takes (`max_source_len` source tokens), so it translates text alone.
 
     It replaces an earlier export at `out`, and anything else there only with `force` (see `files`).
     """
@@ -110,7 +112,7 @@ def export(model: Transformer, tokenizer: Tokenizer, out: str | Path, quantizati
     with files.replacing(out, "CTranslate2 model", is_ctranslate2_dir, force) as tmp:
         _FromSpec().convert(str(tmp), quantization=quantization, force=True)
         tokenizer.save(tmp)
-        meta = {"src_lang": languages[0], "tgt_lang": languages[1]}
+        meta = {"src_lang": languages[0], "tgt_lang": languages[1], "max_source_len": max_source_len}
         (tmp / "aiayn.json").write_text(json.dumps(meta) + "\n")
     return out
 
@@ -128,6 +130,7 @@ class CTranslate2Translator:
         meta_file = Path(path) / "aiayn.json"
         meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
         self.languages = meta.get("src_lang", ""), meta.get("tgt_lang", "")
+        self.max_source_len = meta.get("max_source_len", DataConfig().max_len)
         self.translator = ctranslate2.Translator(str(path), device=device, intra_threads=threads,
                                                  compute_type=compute_type)
         pieces = self.tokenizer.pieces(list(range(self.tokenizer.vocab_size)))

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiayn.config import ServeConfig
-from aiayn.translation import Translation, Translator
+from aiayn.translation import Segments, Translation, Translator
 
 
 class QueueFull(Exception):
@@ -42,7 +42,7 @@ class Search:
 @dataclass
 class _Waiting:
     text: str
-    ids: list[int]  # its source ids (tokenised once, when the request's limits were checked)
+    segments: Segments  # its sentences and their ids (cut once, when the request's limits were checked)
     search: Search
     request: int
     future: asyncio.Future = field(repr=False)
@@ -50,7 +50,7 @@ class _Waiting:
 
     @property
     def tokens(self) -> int:  # source tokens, for the batch's budget
-        return len(self.ids)
+        return self.segments.tokens
 
 
 @dataclass
@@ -80,16 +80,15 @@ class Batcher:
         """Sentences waiting (not those withdrawn)."""
         return sum(not w.future.done() for w in self._queue)
 
-    def submit(self, texts: list[str], sources: list[list[int]], search: Search) -> list[asyncio.Future]:
-        """Queue one request's sentences with their source ids (`Translator.encode`); -> a future per
-        sentence, resolving to its Translation. Cancel the futures to withdraw the sentences still
-        waiting."""
+    def submit(self, texts: list[str], segments: list[Segments], search: Search) -> list[asyncio.Future]:
+        """Queue one request's texts with their sentences (`Translator.segment`); -> a future per
+        text, resolving to its Translation. Cancel the futures to withdraw the texts still waiting."""
         self._drop_withdrawn()
         if len(self._queue) + len(texts) > self.config.max_queue:
             raise QueueFull(f"{len(self._queue):,} sentences are waiting (at most {self.config.max_queue:,})")
         loop, request = asyncio.get_running_loop(), next(self._requests)
-        waiting = [_Waiting(text, ids, search, request, loop.create_future(), loop.time())
-                   for text, ids in zip(texts, sources, strict=True)]
+        waiting = [_Waiting(text, s, search, request, loop.create_future(), loop.time())
+                   for text, s in zip(texts, segments, strict=True)]
         self._queue.extend(waiting)
         self._submitted.set()
         return [w.future for w in waiting]
@@ -115,8 +114,9 @@ class Batcher:
                                      sum(len(r.tokens) for r in results), time.perf_counter() - started))
 
     def _translate(self, search: Search, batch: list[_Waiting]) -> list[Translation]:
-        return self.translators[search.pair].translate([w.text for w in batch], ids=[w.ids for w in batch],
-                                                       attention=search.attention, **dict(search.options))
+        texts, segments = [w.text for w in batch], [w.segments for w in batch]
+        return self.translators[search.pair].translate(texts, segments=segments, attention=search.attention,
+                                                       **dict(search.options))
 
     async def _next_batch(self) -> list[_Waiting]:
         """The next sentences to search together: the oldest waiting, and what may join it."""

@@ -16,7 +16,7 @@ from aiayn.config import ServeConfig
 from aiayn.serve.batcher import Batcher, QueueFull, Search
 from aiayn.serve.errors import Problem
 from aiayn.serve.metrics import Metrics
-from aiayn.translation import Translation, Translator
+from aiayn.translation import Segments, Translation, Translator
 
 
 class Service:
@@ -86,11 +86,11 @@ class Service:
         except ValueError as e:
             raise Problem(422, str(e)) from None
         at_most("beam_size", search.beam_size, self.config.max_beam_size)
-        sources = check_texts(texts, translator, self.config)
+        segments = check_texts(texts, translator, self.config, options)
         arrived(request, self.batcher)
         try:
             search_ = Search(pair, tuple(sorted(options.items())), attention)
-            futures = self.batcher.submit(texts, sources, search_)
+            futures = self.batcher.submit(texts, segments, search_)
         except QueueFull as e:
             raise Problem(503, f"the server is busy: {e}; retry later", {"Retry-After": "1"}) from None
         return await results(request, futures, self.config.timeout)
@@ -117,19 +117,20 @@ def by_pair(translators: Iterable[Translator]) -> dict[tuple[str, str], Translat
     return models
 
 
-def check_texts(texts: list[str], translator: Translator, config: ServeConfig) -> list[list[int]]:
-    """Each text's source ids, once the request's limits are checked (the translator takes them as
-    they are: each text is tokenised once)."""
+def check_texts(texts: list[str], translator: Translator, config: ServeConfig, options: dict[str, Any]
+                ) -> list[Segments]:
+    """Each text cut into sentences with their source ids, once the request's limits are checked
+    (the translator takes them as they are: each text is cut and tokenised once)."""
     if len(texts) > config.max_texts:
         raise Problem(400, f"{len(texts)} texts in one request; at most {config.max_texts}")
     for i, text in enumerate(texts):
         if len(text) > config.max_chars:
             raise Problem(400, f"text {i}: {len(text):,} characters; at most {config.max_chars:,}")
-    sources = translator.encode(texts)
-    for i, ids in enumerate(sources):
-        if len(ids) > config.max_tokens:
-            raise Problem(400, f"text {i}: {len(ids):,} tokens; at most {config.max_tokens:,}")
-    return sources
+    segments = translator.segment(texts, **options)
+    for i, s in enumerate(segments):
+        if s.tokens > config.max_tokens:
+            raise Problem(400, f"text {i}: {s.tokens:,} tokens; at most {config.max_tokens:,}")
+    return segments
 
 
 async def results(request: Request, futures: list[asyncio.Future], timeout: float) -> list[Translation]:

@@ -24,6 +24,8 @@ class TranslateRequest(BaseModel):
     length_penalty: float | None = Field(None, ge=0, description="length penalty alpha")
     max_len: int | None = Field(None, ge=1, description="output at most this many tokens")
     attention: bool = Field(False, description="return the encoder-decoder attention of each translation")
+    split: bool | None = Field(None, description="cut each text into its sentences and translate those (the "
+                                                 "server's default: yes); false: each text is one sentence")
 
 
 def router(service: Service) -> APIRouter:
@@ -35,7 +37,8 @@ def router(service: Service) -> APIRouter:
         pair = service.pair(body.source, body.target)
         texts = [body.text] if isinstance(body.text, str) else body.text
         asked = (("beam_size", body.beam_size), ("nbest", body.nbest),
-                 ("length_penalty", body.length_penalty), ("max_output_len", body.max_len))
+                 ("length_penalty", body.length_penalty), ("max_output_len", body.max_len),
+                 ("split", body.split))
         options = {k: v for k, v in asked if v is not None}
         for field in ("beam_size", "nbest"):
             if field in options:
@@ -45,13 +48,8 @@ def router(service: Service) -> APIRouter:
         if body.attention and service.models[pair].model is None:
             raise Problem(400, "attention weights come from PyTorch models; this one runs on CTranslate2")
         results = await service.translate(request, texts, pair, options, body.attention)
-        out = []
-        for text, t in zip(texts, results, strict=True):
-            item = translation_json(t)
-            if body.attention:
-                item["attention"] = attention_json(t.attention) if text.strip() else None
-            out.append(item)
-        return {"source": pair[0], "target": pair[1], "translations": out}
+        return {"source": pair[0], "target": pair[1],
+                "translations": [translation_json(t, body.attention) for t in results]}
 
     @api.get("/v1/models", summary="The models served: language pair, search defaults, how they compute")
     async def models() -> dict[str, Any]:
@@ -63,11 +61,19 @@ def router(service: Service) -> APIRouter:
     return api
 
 
-def translation_json(t: Translation) -> dict[str, Any]:
+def translation_json(t: Translation, attention: bool = False) -> dict[str, Any]:
+    """A text's translation: text, score, log-probability and alternatives; with `attention`, its
+    attention (None for a text without words); a text of several sentences also lists each one's
+    (with its own attention: the text's is then None)."""
     def one(t: Translation) -> dict[str, Any]:
         return {"text": t.text, "score": t.score, "log_prob": t.log_prob}
 
-    return {**one(t), "alternatives": [one(a) for a in t.alternatives]}
+    item = {**one(t), "alternatives": [one(a) for a in t.alternatives]}
+    if attention:
+        item["attention"] = attention_json(t.attention) if t.attention is not None else None
+    if t.sentences:
+        item["sentences"] = [translation_json(s, attention) for s in t.sentences]
+    return item
 
 
 def attention_json(view: AttentionView) -> dict[str, Any]:

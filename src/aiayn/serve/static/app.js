@@ -58,7 +58,8 @@ function scoreSpan(score) {
 }
 
 function show(t, target) {
-  current = t;
+  // A text of several sentences: each has its own attention; the heat map shows the first one's.
+  current = { ...t, attention: t.attention || (t.sentences ? t.sentences[0].attention : null) };
   $("result").hidden = false;
   $("translation").textContent = t.text;
   $("translation").lang = target;
@@ -69,7 +70,7 @@ function show(t, target) {
     li.appendChild(scoreSpan(a.score));
     return li;
   }));
-  const attention = t.attention;
+  const attention = current.attention;
   $("layer").replaceChildren();
   $("head").replaceChildren();
   if (!attention) { $("heatmap").replaceChildren(); return; }
