@@ -34,7 +34,7 @@ ALLOWED = {
     "tokenizer": {"errors"},
     "config": {"errors"},
     "files": {"errors"},
-    "serve": {"config", "errors", "translation"},  # the server uses the public translation API only
+    "serve": {"config", "errors", "translation", "text"},  # the public translation API, and text tools
     "text": {"errors"},  # what turns real text into sentences and back knows nothing of models
 }
 NOBODY_IMPORTS = {"cli"}

@@ -270,6 +270,10 @@ class ServeConfig:
     max_tokens: int = _opt(400, "source tokens of one text at most", bounds=">= 1")
     max_body_bytes: int = _opt(1 << 20, "bytes of a request body at most (413 beyond)", bounds=">= 1")
     max_beam_size: int = _opt(16, "largest beam a request may ask for", bounds=">= 1")
+    req_limit: int = _opt(0, "requests per minute from one client address to the translating endpoints; "
+                             "beyond, 429 with Retry-After; 0: no limit", bounds=">= 0")
+    key_req_limit: int = _opt(0, "requests per minute with one API key to the translating endpoints; 0: no "
+                                 "limit", bounds=">= 0")
     drain_timeout: float = _opt(30.0, "seconds SIGTERM waits for requests in flight before exiting",
                                 bounds=">= 0")
 

@@ -63,8 +63,13 @@ DEEP = b"[" * 5000 + b"]" * 5000  # deeper than Python's JSON decoder goes
     (V1, b'{"text": "a", "beam_size": 2, "nbest": 3}', 422, "nbest=3 must be at most beam_size=2"),
     (V1, DEEP, 400, "error parsing the body"),
     (LT, DEEP, 422, "invalid JSON: nested too deeply"),
-    (LT, b'{"q": "a", "source": "en", "target": "de", "alternatives": 1000}', 422,
-     "alternatives=1000 is more than this server allows (5)"),
+    (LT, b'{"q": "a", "source": "en", "target": "de", "alternatives": 1000}', 400,
+     "Invalid request: alternatives parameter must be <= 5"),  # LibreTranslate's words
+    (LT, b'{"q": "a", "source": "en", "target": "de", "alternatives": [1]}', 400,
+     "Invalid request: alternatives parameter is not a number"),
+    ("/detect", b'{"q": ""}', 400, "Invalid request: missing q parameter"),
+    ("/detect", b'{"q": 5}', 422, "q: must be a text or a list of texts"),
+    ("/suggest", b'{"q": "a", "s": "b", "source": "en", "target": "de"}', 403, "Suggestions are disabled"),
     (LT, b'{"q": "a", "source": "en", "target": "de", "format": "pdf"}', 400, "pdf format is not supported"),
     (LT, b'{"q": "a", "source": "en"}', 400, "Invalid request: missing target parameter"),
     (LT, b'[1, 2]', 422, "the body must be a JSON object"),
@@ -115,8 +120,24 @@ def test_libretranslate_errors_too(server):
     assert wrong.status_code == 422 and "q" in wrong.json()["error"]
     bad = httpx.post(f"{server}/translate", content=b"q=a%20b&source=en&target=de&alternatives=x",
                      headers={"Content-Type": "application/x-www-form-urlencoded"})
-    assert bad.status_code == 422 and "alternatives" in bad.json()["error"]
+    assert bad.status_code == 400 and "alternatives parameter is not a number" in bad.json()["error"]
     still_translates(server)
+
+
+def test_requests_per_minute_per_address_and_per_key_get_429_with_retry_after(en_de):
+    with serving([en_de], api_keys=["k1", "k2"], req_limit=3, key_req_limit=2) as url:
+        def translate(key):
+            body = {"q": "a b", "source": "en", "target": "de", "api_key": key}
+            return httpx.post(f"{url}/translate", json=body)
+
+        assert [translate("k1").status_code for _ in range(2)] == [200, 200]
+        over = translate("k1")  # the key's third this minute
+        assert over.status_code == 429 and over.headers["Retry-After"].isdigit()
+        assert over.json()["error"] == "Slowdown: 2 per 1 minute (per API key)"
+        assert translate("k2").status_code == 200  # the address's third: the refused one did not count
+        over = translate("k2")
+        assert over.status_code == 429 and "per client address" in over.json()["error"]
+        assert httpx.get(f"{url}/health").status_code == 200  # only the translating endpoints count
 
 
 def test_api_keys(en_de):
@@ -289,3 +310,23 @@ def test_bad_serve_flags_are_one_line_errors_before_anything_loads(tmp_path, cap
     assert main(["serve", str(tmp_path / "no-model"), *flags]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_rate_limit_windows_last_a_minute():
+    from aiayn.serve.errors import Problem
+    from aiayn.serve.ratelimit import RateLimits
+
+    now = [100.0]
+    limits = RateLimits(per_address=2, per_key=0, clock=lambda: now[0])
+    limits.check("1.2.3.4", None)
+    limits.check("1.2.3.4", None)
+    with pytest.raises(Problem) as refused:
+        limits.check("1.2.3.4", None)
+    assert refused.value.status == 429 and refused.value.headers == {"Retry-After": "60"}
+    limits.check("5.6.7.8", "any key")  # another address; keys are not limited
+    now[0] += 45
+    with pytest.raises(Problem) as refused:
+        limits.check("1.2.3.4", None)
+    assert refused.value.headers == {"Retry-After": "15"}
+    now[0] += 15  # the window has ended
+    limits.check("1.2.3.4", None)

@@ -95,7 +95,7 @@ def test_libretranslate_api_with_json_and_form_bodies(server, en_de):
     assert single == {"translatedText": en_de.translate(texts[:1])[0].text}
     listed = post(server, "/translate", q=texts, source="en", target="de", alternatives=2).json()
     assert listed["translatedText"] == [t.text for t in expected]
-    assert listed["alternatives"] == [[a.text for a in t.alternatives] for t in expected]
+    assert listed["alternatives"] == [unique([a.text for a in t.alternatives], t.text) for t in expected]
     form = httpx.post(f"{server}/translate", data={"q": texts[0], "source": "en", "target": "de"}).json()
     assert form == single
     html = post(server, "/translate", q="a", source="en", target="de", format="html")
@@ -104,11 +104,50 @@ def test_libretranslate_api_with_json_and_form_bodies(server, en_de):
     assert missing.status_code == 400 and missing.json() == {"error": "Invalid request: missing q parameter"}
 
 
+def unique(texts, translation):
+    """LibreTranslate's alternatives: each different text once, not the translation itself."""
+    return [t for i, t in enumerate(texts) if t != translation and t not in texts[:i]]
+
+
 def test_the_libretranslatepy_client_works_unchanged(server, en_de):
     libretranslatepy = pytest.importorskip("libretranslatepy")
     client = libretranslatepy.LibreTranslateAPI(server)
     assert client.translate("a b c", "en", "de") == en_de.translate(["a b c"])[0].text
     assert {"code": "en", "name": "English", "targets": ["de"]} in client.languages()
+    detected = client.detect("Ein Hund läuft über die Wiese.")
+    assert detected[0]["language"] == "de" and detected[0]["confidence"] > 90
+    assert {d["language"] for d in detected} == {"de", "en"}  # the languages this server translates from
+
+
+def test_source_auto_detects_the_language_among_those_served(server, en_de):
+    english = "A man is riding a bicycle down the street."
+    answer = post(server, "/translate", q=english, source="auto", target="de").json()
+    assert answer["translatedText"] == en_de.translate([english])[0].text
+    assert answer["detectedLanguage"]["language"] == "en" and answer["detectedLanguage"]["confidence"] > 90
+    listed = post(server, "/translate", q=[english, english], source="auto", target="de").json()
+    assert [d["language"] for d in listed["detectedLanguage"]] == ["en", "en"]
+    v1 = post(server, "/v1/translate", text=english, source="auto", target="de").json()
+    assert v1["source"] == "en"
+
+
+def test_pages_of_other_origins_may_call_the_api(server):
+    preflight = httpx.options(f"{server}/translate", headers={
+        "Origin": "https://example.org", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "Content-Type"})
+    assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == "*"
+    answer = httpx.get(f"{server}/languages", headers={"Origin": "https://example.org"})
+    assert answer.headers["access-control-allow-origin"] == "*"
+
+
+def test_libretranslate_frontend_settings_and_suggest(server):
+    settings = httpx.get(f"{server}/frontend/settings").json()
+    assert settings["charLimit"] == 4000 and settings["suggestions"] is False
+    assert settings["language"]["source"] == {"code": "auto", "name": "Auto Detect"}
+    assert set(settings) >= {"frontendTimeout", "apiKeys", "keyRequired", "filesTranslation",
+                             "supportedFilesFormat"}
+    refused = post(server, "/suggest", q="a", s="b", source="en", target="de")
+    assert refused.status_code == 403
+    assert refused.json() == {"error": "Suggestions are disabled on this server."}
 
 
 def test_metrics_in_prometheus_format(server):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 
 from aiayn import __version__
 from aiayn.config import ServeConfig
@@ -37,6 +38,9 @@ def create_app(translators: Iterable[Translator], config: ServeConfig | None = N
                               "You Need': aiayn's own API (/v1/translate) and LibreTranslate's (/translate).")
     app.add_middleware(Limits, max_body_bytes=service.config.max_body_bytes, metrics=service.metrics,
                        batcher=service.batcher)
+    # Pages of other origins may call the API, as LibreTranslate allows (its web clients need it).
+    app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET", "POST"],
+                       allow_headers=["Authorization", "Content-Type", "X-API-Key"])
     install_handlers(app)
     for api in (v1.router(service), libretranslate.router(service), operations.router(service),
                 page.router()):

@@ -1,5 +1,6 @@
-"""LibreTranslate's API, so its clients need no change: `POST /translate` (a JSON or form body)
-and `GET /languages`."""
+"""LibreTranslate's API, so its clients need no change: `POST /translate`, `POST /detect`,
+`GET /languages`, `GET /frontend/settings` and `POST /suggest`, each taking a JSON or form body as
+LibreTranslate does. docs/libretranslate.md compares them field by field."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from aiayn.serve.errors import Problem, validation_message
-from aiayn.serve.service import Service, at_most
+from aiayn.serve.service import Service
 
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "es": "Spanish",
                   "it": "Italian", "nl": "Dutch", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian",
@@ -22,10 +23,10 @@ class LibreTranslateRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore", strict=True)
     q: str | list[str]
-    source: str
+    source: str  # a language code, or "auto": detected among the served source languages
     target: str
     format: str = "text"
-    alternatives: int = Field(0, ge=0)
+    alternatives: int = 0  # how many alternatives to return besides the translation
     api_key: str | None = None
 
 
@@ -37,24 +38,38 @@ def router(service: Service) -> APIRouter:
               openapi_extra={"requestBody": {"required": True, "content": {
                   "application/json": schema, "application/x-www-form-urlencoded": schema}}})
     async def translate(request: Request) -> dict[str, Any]:
-        body = await read_body(request)
-        service.check_key(request, body.api_key)
+        data = await read_body(request, ("q", "source", "target"))
+        data["alternatives"] = alternatives(data.get("alternatives", 0), service.config.max_beam_size - 1)
+        body = validated(data)
+        service.admit(request, body.api_key)
         if body.format != "text":
             raise Problem(400, f"{body.format} format is not supported (only text)")
-        pair = service.pair(body.source, body.target)
         texts = [body.q] if isinstance(body.q, str) else body.q
+        detected = service.detect(texts, body.target)[0] if body.source == "auto" else None
+        pair = service.pair(detected[0] if detected else body.source, body.target)
         options: dict[str, Any] = {}
         if body.alternatives:
-            at_most("alternatives", body.alternatives, service.config.max_beam_size - 1)
             nbest = body.alternatives + 1
             options = {"beam_size": service.beam_for(pair, nbest), "nbest": nbest}
         results = await service.translate(request, texts, pair, options)
         answer: dict[str, Any] = {"translatedText": [t.text for t in results]}
+        if detected:
+            answer["detectedLanguage"] = [language_json(*detected)] * len(texts)
         if body.alternatives:
-            answer["alternatives"] = [[a.text for a in t.alternatives] for t in results]
+            answer["alternatives"] = [unique([a.text for a in t.alternatives], t.text) for t in results]
         if isinstance(body.q, str):
             answer = {k: v[0] for k, v in answer.items()}
         return answer
+
+    @api.post("/detect", summary="LibreTranslate's detect: the languages of q, most likely first")
+    async def detect(request: Request) -> list[dict[str, Any]]:
+        data = await read_body(request, ("q",))
+        texts = [data["q"]] if isinstance(data["q"], str) else data["q"]
+        key = data.get("api_key")
+        if not (isinstance(texts, list) and all(isinstance(t, str) for t in texts)):
+            raise Problem(422, "q: must be a text or a list of texts")
+        service.admit(request, key if isinstance(key, str) else None)
+        return [language_json(code, confidence) for code, confidence in service.detect(texts)]
 
     @api.get("/languages", summary="LibreTranslate's languages: each source and its targets")
     async def languages() -> list[dict[str, Any]]:
@@ -62,11 +77,27 @@ def router(service: Service) -> APIRouter:
         return [{"code": s, "name": LANGUAGE_NAMES.get(s, s),
                  "targets": sorted(t for x, t in service.models if x == s)} for s in sources]
 
+    @api.get("/frontend/settings", summary="LibreTranslate's settings for its web page and clients")
+    async def frontend_settings() -> dict[str, Any]:
+        source, target = next(iter(service.models))
+        several = len({s for s, _ in service.models}) > 1
+        return {"charLimit": service.config.max_chars, "frontendTimeout": 500, "apiKeys": bool(service.keys),
+                "keyRequired": bool(service.keys), "suggestions": False, "filesTranslation": False,
+                "supportedFilesFormat": [],
+                "language": {"source": {"code": "auto", "name": "Auto Detect"} if several else
+                             {"code": source, "name": LANGUAGE_NAMES.get(source, source)},
+                             "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)}}}
+
+    @api.post("/suggest", summary="LibreTranslate's suggestions: off on this server (403)")
+    async def suggest() -> None:
+        raise Problem(403, "Suggestions are disabled on this server.")
+
     return api
 
 
-async def read_body(request: Request) -> LibreTranslateRequest:
-    """LibreTranslate's parameters from a JSON or form body (q may repeat in a form: a list)."""
+async def read_body(request: Request, required: tuple[str, ...]) -> dict[str, Any]:
+    """LibreTranslate's parameters from a JSON or form body (q may repeat in a form: a list); 400 for
+    a missing one, as LibreTranslate words it."""
     if request.headers.get("content-type", "").startswith("application/json"):
         data = parse_json(await request.body())
     else:
@@ -75,18 +106,39 @@ async def read_body(request: Request) -> LibreTranslateRequest:
         qs = form.getlist("q")
         if qs:
             data["q"] = qs[0] if len(qs) == 1 else qs
-        if "alternatives" in data:
-            try:
-                data["alternatives"] = int(data["alternatives"])
-            except ValueError:
-                raise Problem(422, "alternatives: must be an integer") from None
-    for name in ("q", "source", "target"):
-        if data.get(name) is None:
+    for name in required:
+        if data.get(name) in (None, "", []):
             raise Problem(400, f"Invalid request: missing {name} parameter")
+    return data
+
+
+def validated(data: dict[str, Any]) -> LibreTranslateRequest:
     try:
         return LibreTranslateRequest.model_validate(data)
     except ValidationError as e:
         raise Problem(422, validation_message(e.errors())) from None
+
+
+def alternatives(value: Any, most: int) -> int:
+    """LibreTranslate's `alternatives`: a number (of any JSON type or a form's text), below 0 taken as
+    0, at most `most` (the server's largest beam, less the translation itself)."""
+    try:
+        n = max(0, int(value))
+    except (TypeError, ValueError, OverflowError):
+        raise Problem(400, "Invalid request: alternatives parameter is not a number") from None
+    if n > most:
+        raise Problem(400, f"Invalid request: alternatives parameter must be <= {most}")
+    return n
+
+
+def unique(texts: list[str], translation: str) -> list[str]:
+    """The alternatives LibreTranslate returns: each different text once, not the translation."""
+    return [t for i, t in enumerate(texts) if t != translation and t not in texts[:i]]
+
+
+def language_json(code: str, confidence: float) -> dict[str, Any]:
+    """LibreTranslate's language with its confidence (0 to 100)."""
+    return {"confidence": round(100 * confidence, 1), "language": code}
 
 
 def parse_json(body: bytes) -> dict[str, Any]:

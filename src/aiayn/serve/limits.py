@@ -10,7 +10,8 @@ from aiayn.serve.errors import Problem
 from aiayn.serve.metrics import Metrics
 
 TRANSLATING = ("/v1/translate", "/translate")  # the endpoints that queue sentences for the batcher
-ENDPOINTS = {*TRANSLATING, "/languages", "/v1/models", "/health", "/ready", "/metrics", "/"}
+ENDPOINTS = {*TRANSLATING, "/detect", "/languages", "/frontend/settings", "/suggest", "/v1/models", "/health",
+             "/ready", "/metrics", "/"}
 
 
 class Limits:

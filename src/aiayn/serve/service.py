@@ -16,6 +16,8 @@ from aiayn.config import ServeConfig
 from aiayn.serve.batcher import Batcher, QueueFull, Search
 from aiayn.serve.errors import Problem
 from aiayn.serve.metrics import Metrics
+from aiayn.serve.ratelimit import RateLimits
+from aiayn.text.detect import LanguageDetector
 from aiayn.translation import Segments, Translation, Translator
 
 
@@ -30,6 +32,8 @@ class Service:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aiayn-search")
         self.batcher = Batcher(self.models, config, self.executor, self.metrics.batch)
         self.metrics.queue_depth.set_function(lambda: self.batcher.queued)
+        self.limits = RateLimits(config.req_limit, config.key_req_limit)
+        self._detectors: dict[tuple[str, ...], LanguageDetector] = {}
         self.ready = False
 
     @contextlib.asynccontextmanager
@@ -46,22 +50,43 @@ class Service:
             searching.cancel()
             self.executor.shutdown(wait=False, cancel_futures=True)
 
-    def check_key(self, request: Request, given: str | None = None) -> None:
-        """401 without a key, 403 with a wrong one, when the server has keys."""
-        if not self.keys:
-            return
+    def admit(self, request: Request, given_key: str | None = None) -> None:
+        """A request to a translating endpoint: its API key is checked (`given_key`: from its body),
+        then the requests per minute of its address and key."""
+        key = self.check_key(request, given_key)
+        self.limits.check(request.client.host if request.client else "", key)
+
+    def check_key(self, request: Request, given: str | None = None) -> str | None:
+        """The request's API key; 401 without one, 403 with a wrong one, when the server has keys."""
         auth = request.headers.get("authorization", "")
         bearer = auth[7:] if auth.lower().startswith("bearer ") else None
         key = given or request.headers.get("x-api-key") or bearer
+        if not self.keys:
+            return key
         if not key:
             raise Problem(401, "an API key is required: send it as 'Authorization: Bearer KEY', "
                                "'X-API-Key: KEY' or the api_key field")
         if key not in self.keys:
             raise Problem(403, "the API key is not valid")
+        return key
+
+    def detect(self, texts: list[str], target: str | None = None) -> list[tuple[str, float]]:
+        """The languages of `texts` taken together, most likely first, with confidences from 0 to 1,
+        among the source languages of the models (that translate into `target`, if given)."""
+        sources = tuple(sorted({s for s, t in self.models if target in (None, t)}))
+        if not sources:
+            served = ", ".join(f"{s}->{t}" for s, t in self.models)
+            raise Problem(400, f"no model translates into {target}; this server has {served}")
+        if sources not in self._detectors:
+            try:
+                self._detectors[sources] = LanguageDetector(sources)
+            except ValueError as e:
+                raise Problem(400, f"source auto: {e}") from None
+        return self._detectors[sources].detect(texts)
 
     def pair(self, source: str | None, target: str | None) -> tuple[str, str]:
-        """The language pair a request asks for; left out (or source "auto"), the one model that fits."""
-        fits = [p for p in self.models if source in (None, "auto", p[0]) and target in (None, p[1])]
+        """The language pair a request asks for; a language left out: the one model that fits."""
+        fits = [p for p in self.models if source in (None, p[0]) and target in (None, p[1])]
         if len(fits) == 1:
             return fits[0]
         served = ", ".join(f"{s}->{t}" for s, t in self.models)

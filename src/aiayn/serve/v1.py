@@ -17,7 +17,8 @@ class TranslateRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
     text: str | list[str] = Field(description="a text, or a list of texts, each translated on its own")
-    source: str | None = Field(None, description="source language; may be left out when one model serves")
+    source: str | None = Field(None, description="source language; auto: detect it among the served ones; "
+                                                 "may be left out when one model fits")
     target: str | None = Field(None, description="target language; may be left out when one model serves")
     beam_size: int | None = Field(None, ge=1, description="beam width; 1 is greedy search")
     nbest: int | None = Field(None, ge=1, description="hypotheses per text, best first (at most beam_size)")
@@ -33,9 +34,10 @@ def router(service: Service) -> APIRouter:
 
     @api.post("/v1/translate", summary="Translate texts; n-best lists and attention on request")
     async def translate(request: Request, body: TranslateRequest) -> dict[str, Any]:
-        service.check_key(request)
-        pair = service.pair(body.source, body.target)
+        service.admit(request)
         texts = [body.text] if isinstance(body.text, str) else body.text
+        source = service.detect(texts, body.target)[0][0] if body.source == "auto" else body.source
+        pair = service.pair(source, body.target)
         asked = (("beam_size", body.beam_size), ("nbest", body.nbest),
                  ("length_penalty", body.length_penalty), ("max_output_len", body.max_len),
                  ("split", body.split))
