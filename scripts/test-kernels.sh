@@ -6,7 +6,7 @@
 #   bash scripts/test-kernels.sh                  # every setting, the whole suite
 #   bash scripts/test-kernels.sh tests/serve -x   # arguments go to pytest
 #
-# Prints one summary line per setting; exits 1 if any setting fails.
+# Prints one summary line per setting, and the tests that failed under it; exits 1 if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || { echo "no .venv: run bash .ci/run first" >&2; exit 2; }
@@ -17,6 +17,7 @@ for setting in "" ATEN_CPU_CAPABILITY=avx2 ATEN_CPU_CAPABILITY=default ONEDNN_MA
     kernels=$(env $setting .venv/bin/python -c "import torch; print(torch.backends.cpu.get_cpu_capability())")
     env $setting .venv/bin/python -m pytest -q -p no:cacheprovider "$@" > "$log" 2>&1 || status=1
     echo "${setting:-default kernels} (ATen picks $kernels): $(tail -n 1 "$log")"
+    grep -E '^(FAILED|ERROR) ' "$log" | sed 's/^/    /'
 done
 rm -f "$log"
 exit $status

@@ -17,6 +17,8 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
     ("serve_load.py", ["| aiayn serve | 4 |", "| aiayn serve --no-batching | 4 |", "| offline"]),
     # 5,000 pairs prepared and trained from; memory maps against lists
     ("data_scale.py", ["| `aiayn train --data` peak RSS, 3 updates (tiny) |", "memory maps / lists |"]),
+    # a paragraph's translation is its sentences' joined, whatever the model
+    ("paragraphs.py", ["| one paragraph | 10 of 10 |", "| two paragraphs | 10 of 10 |"]),
 ])
 def test_benchmark_smoke_mode_runs(script, expect):
     done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--smoke"], capture_output=True,
