@@ -1,4 +1,5 @@
 import copy
+import os
 import warnings
 
 import pytest
@@ -12,6 +13,7 @@ from aiayn.inference import (
     Int8Linear,
     MKLPackedLinear,
     OneDNNInt8Linear,
+    int8_saturates,
     pack_for_cpu,
     packing_available,
     quantize_int8,
@@ -44,14 +46,27 @@ def test_int8_model_translates_like_the_float_model(reverse_model):
     assert type(int8.decoder.layers[0].feed_forward.w1).__module__.startswith("torch.ao.nn.quantized")
 
 
-def _quantized_maths(x, weight, bias):
-    """int8 weights with a scale per output feature, x on a uint8 grid spanning its range and 0."""
+def _quantized_maths(x, weight, bias, top=255):
+    """int8 weights with a scale per output feature, x on a uint8 grid (0..top) spanning its range
+    and 0."""
     w_scale = weight.abs().amax(dim=1) / 127
     lo, hi = min(x.min().item(), 0.0), max(x.max().item(), 0.0)
-    x_scale = (hi - lo) / 255
+    x_scale = (hi - lo) / top
     zero = round(-lo / x_scale)
-    x_grid = (torch.clamp(torch.round(x / x_scale) + zero, 0, 255) - zero) * x_scale
+    x_grid = (torch.clamp(torch.round(x / x_scale) + zero, 0, top) - zero) * x_scale
     return F.linear(x_grid, torch.round(weight / w_scale[:, None]) * w_scale[:, None], bias)
+
+
+def test_the_int8_layers_avoid_overflow_where_the_kernels_add_products_in_int16():
+    """Under ONEDNN_MAX_CPU_ISA=AVX2 (no VNNI), 8-bit x 8-bit products overflow int16 sums; the
+    probe says so and the layers keep one operand to 7 bits; elsewhere they use all 8."""
+    int8_saturates.cache_clear()
+    weight = torch.randn(4, 8)
+    seven_bits = int8_saturates()
+    assert (Int8Linear(weight, None).weight_max, OneDNNInt8Linear(weight, None).quant_max) == \
+        ((63, 127) if seven_bits else (127, 255))
+    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in ("AVX2", "AVX", "SSE41"):
+        assert seven_bits
 
 
 @torch.inference_mode()
@@ -63,7 +78,7 @@ def test_onednn_int8_linear_eagerly_and_compiled_computes_int8_maths_with_onednn
     weight, bias = torch.randn(300, 64) * 0.1, torch.randn(300)
     layer = OneDNNInt8Linear(weight, bias)
     x = torch.randn(4, 2, 64)  # (N, 1, I)-like: leading dimensions are flattened and restored
-    expected = _quantized_maths(x.view(8, 64), weight, bias).view(4, 2, 300)
+    expected = _quantized_maths(x.view(8, 64), weight, bias, layer.quant_max).view(4, 2, 300)
     float_error = (F.linear(x, weight, bias) - expected).abs().max()
     torch.testing.assert_close(layer(x), expected, rtol=1e-4, atol=1e-4)
     assert float_error > 1e-3  # so the check above tells int8 maths from float maths
@@ -75,9 +90,10 @@ def test_onednn_int8_linear_eagerly_and_compiled_computes_int8_maths_with_onednn
     assert "onednn::qlinear_pointwise" in {event.key for event in profile.key_averages()}
 
 
-def _row_quantized_maths(x, weight, bias):
-    """int8 weights with a scale per output feature, each row of x on an int8 grid of its own."""
-    w_scale = weight.abs().amax(dim=1) / 127
+def _row_quantized_maths(x, weight, bias, top=127):
+    """int8 weights (-top..top) with a scale per output feature, each row of x on an int8 grid of
+    its own."""
+    w_scale = weight.abs().amax(dim=1) / top
     x_scale = x.abs().amax(dim=1, keepdim=True) / 127
     w_grid = torch.round(weight / w_scale[:, None]) * w_scale[:, None]
     return F.linear(torch.round(x / x_scale) * x_scale, w_grid, bias)
@@ -92,7 +108,7 @@ def test_int8_linear_eagerly_and_compiled_computes_row_quantized_int8_maths_with
     weight, bias = torch.randn(300, 64) * 0.1, torch.randn(300)
     layer = Int8Linear(weight, bias)
     x = torch.randn(4, 2, 64) * torch.logspace(-2, 1, 8).view(4, 2, 1)  # rows of different ranges
-    expected = _row_quantized_maths(x.view(8, 64), weight, bias).view(4, 2, 300)
+    expected = _row_quantized_maths(x.view(8, 64), weight, bias, layer.weight_max).view(4, 2, 300)
     float_error = (F.linear(x, weight, bias) - expected).abs().max()
     per_tensor_error = (_quantized_maths(x.view(8, 64), weight, bias).view(4, 2, 300) - expected).abs().max()
     torch.testing.assert_close(layer(x), expected, rtol=1e-4, atol=1e-4)

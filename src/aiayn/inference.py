@@ -23,6 +23,7 @@ Shapes: N rows (all leading dimensions together), I in features, O out features.
 from __future__ import annotations
 
 import copy
+import functools
 import warnings
 from collections.abc import Callable
 
@@ -55,20 +56,22 @@ TINY = torch.finfo(torch.float32).tiny
 
 class _Int8Weight(nn.Module):
     """A linear map's weight W (O, I) in int8, symmetric with a scale per output feature (its
-    largest magnitude maps to 127), and its bias (O,) in float32."""
+    largest magnitude maps to `top`), and its bias (O,) in float32."""
 
-    def __init__(self, weight: Tensor, bias: Tensor | None) -> None:
+    def __init__(self, weight: Tensor, bias: Tensor | None, top: int = 127) -> None:
         super().__init__()
-        scale = weight.abs().amax(dim=1).clamp(min=TINY) / 127  # (O,)
+        self.weight_max = top
+        scale = weight.abs().amax(dim=1).clamp(min=TINY) / top  # (O,)
         self.register_buffer("scale", scale)
         self.register_buffer("qweight", torch.round(weight / scale[:, None]).to(torch.int8))  # (O, I)
         self.register_buffer("bias", None if bias is None else bias.detach().clone())  # (O,)
 
 
 class Int8Linear(_Int8Weight):
-    """y = x W^T + b with W in int8 and each row of x quantized to int8 at each call (symmetric,
-    a scale per row), multiplied by `torch._int_mm` into int32 (oneDNN's int8 GEMM on the CPU, on
-    AMX or VNNI units where it has them) and scaled back to float32.
+    """y = x W^T + b with W in int8 (7 bits where `int8_saturates`) and each row of x quantized to
+    int8 at each call (symmetric, a scale per row), multiplied by `torch._int_mm` into int32
+    (oneDNN's int8 GEMM on the CPU, on AMX or VNNI units where it has them) and scaled back to
+    float32.
 
     The same operations eagerly and in a compiled graph, where Inductor fuses the quantization of
     x into the operation before it and the scaling into the one after. At the row counts of
@@ -76,6 +79,9 @@ class Int8Linear(_Int8Weight):
     (`OneDNNInt8Linear`), whose fixed cost dominates small maps; on wide weights such as the
     output layer's, the latter is faster (benchmarks/RESULTS.md).
     """
+
+    def __init__(self, weight: Tensor, bias: Tensor | None) -> None:
+        super().__init__(weight, bias, 63 if int8_saturates() else 127)
 
     def forward(self, x: Tensor) -> Tensor:
         """(..., I) -> (..., O)."""
@@ -90,9 +96,25 @@ class Int8Linear(_Int8Weight):
         return out.view(*x.shape[:-1], -1)
 
 
+@functools.cache
+def int8_saturates() -> bool:
+    """True where oneDNN's int8 kernels add pairs of 8-bit products in int16 and so saturate or wrap
+    around (CPUs without VNNI or AMX, or ONEDNN_MAX_CPU_ISA=AVX2): found by two products whose
+    exact answers such a kernel cannot give. There, the int8 layers keep one operand to 7 bits
+    (|w| <= 63 for `Int8Linear`, 0 <= x <= 127 for `OneDNNInt8Linear`), which cannot overflow."""
+    a, w = torch.full((32, 64), 127, dtype=torch.int8), torch.full((64, 32), 127, dtype=torch.int8)
+    x = torch.full((1, 64), 255, dtype=torch.uint8)
+    packed = torch.ops.onednn.qlinear_prepack(torch.full((1, 64), 127, dtype=torch.int8), None)
+    out = torch.ops.onednn.qlinear_pointwise.tensor(
+        x, torch.tensor(1.0), torch.tensor(0), packed, torch.ones(1), torch.zeros(1, dtype=torch.int64),
+        None, 1.0, 0, torch.float32, "none", [], "")
+    return torch._int_mm(a, w)[0, 0].item() != 127 * 127 * 64 or out.item() != 255 * 127 * 64
+
+
 class OneDNNInt8Linear(_Int8Weight):
     """y = x W^T + b with W in int8 and x quantized to uint8 at each call (a scale and zero point
-    from that call's range), multiplied by oneDNN's int8 linear operation.
+    from that call's range, on 0..255, or 0..127 where `int8_saturates`),
+    multiplied by oneDNN's int8 linear operation.
 
     In a graph TorchInductor compiles with freezing (the compiled decoder step), it is written in
     PyTorch's `quantized_decomposed` operations: Inductor matches that pattern, prepacks the weight
@@ -105,6 +127,7 @@ class OneDNNInt8Linear(_Int8Weight):
         super().__init__(weight, bias)
         self.register_buffer("zero_point", torch.zeros(weight.size(0), dtype=torch.int64))
         self.packed: Tensor | None = None
+        self.quant_max = 127 if int8_saturates() else 255
 
     def forward(self, x: Tensor) -> Tensor:
         """(..., I) -> (..., O)."""
@@ -114,9 +137,10 @@ class OneDNNInt8Linear(_Int8Weight):
 
     def _decomposed(self, rows: Tensor) -> Tensor:
         qd = torch.ops.quantized_decomposed
-        scale, zero = qd.choose_qparams.tensor(rows, 0, 255, EPS, torch.uint8)
-        quantized = qd.quantize_per_tensor.tensor(rows, scale, zero, 0, 255, torch.uint8)
-        rows = qd.dequantize_per_tensor.tensor(quantized, scale, zero, 0, 255, torch.uint8)
+        top = self.quant_max
+        scale, zero = qd.choose_qparams.tensor(rows, 0, top, EPS, torch.uint8)
+        quantized = qd.quantize_per_tensor.tensor(rows, scale, zero, 0, top, torch.uint8)
+        rows = qd.dequantize_per_tensor.tensor(quantized, scale, zero, 0, top, torch.uint8)
         weight = qd.dequantize_per_channel(self.qweight, self.scale, self.zero_point, 0, -128, 127,
                                            torch.int8)
         return F.linear(rows, weight, self.bias)
@@ -124,9 +148,9 @@ class OneDNNInt8Linear(_Int8Weight):
     def _eager(self, rows: Tensor) -> Tensor:
         lo, hi = torch.aminmax(rows)
         lo, hi = lo.clamp(max=0), hi.clamp(min=0)  # the range holds 0, as choose_qparams's does
-        scale = ((hi - lo) / 255).clamp(min=EPS)
+        scale = ((hi - lo) / self.quant_max).clamp(min=EPS)
         zero = torch.round(-lo / scale).to(torch.int64)
-        quantized = torch.clamp(torch.round(rows / scale) + zero, 0, 255).to(torch.uint8)
+        quantized = torch.clamp(torch.round(rows / scale) + zero, 0, self.quant_max).to(torch.uint8)
         if self.packed is None:
             self.packed = torch.ops.onednn.qlinear_prepack(self.qweight, None)
         return torch.ops.onednn.qlinear_pointwise.tensor(
