@@ -146,7 +146,7 @@ def test_a_paragraph_translates_as_its_sentences_one_by_one(reverser):
     capitals nor punctuation, so its outputs are arbitrary; the equality holds whatever they are)."""
     sentences = [s[0].upper() + s[1:] + "?" for s in VALID]
     paragraphs = [" ".join(sentences[i:i + 3]) for i in range(0, len(sentences), 3)]
-    assert [s.parts.sentences for s in reverser.segment(paragraphs)] == [
+    assert [s.layout.sentences for s in reverser.segment(paragraphs)] == [
         sentences[i:i + 3] for i in range(0, len(sentences), 3)]
     one_by_one = [t.text for t in reverser.translate(sentences, split=False)]
     expected = [" ".join(one_by_one[i:i + 3]) for i in range(0, len(one_by_one), 3)]
@@ -178,10 +178,10 @@ def test_a_sentence_too_long_for_the_model_is_cut_not_dropped(reverser):
     each translated; without a limit of its own, the model's: the longest it was trained on."""
     sentence = "a b c d e, f g h i j; k l m n o p"
     segments, = reverser.segment([sentence], max_source_len=6)  # 18 tokens ("," and ";" one each)
-    assert segments.parts.sentences == ["a b c d e,", "f g h i j;", "k l m n o p"]  # first ";", then ","
+    assert segments.layout.sentences == ["a b c d e,", "f g h i j;", "k l m n o p"]  # first ";", then ","
     segments, = reverser.segment([sentence], max_source_len=5)
-    assert segments.parts.sentences == ["a b c", "d e,", "f g h", "i j;", "k l m", "n o p"]
-    pieces = [t.text for t in reverser.translate(segments.parts.sentences, split=False)]
+    assert segments.layout.sentences == ["a b c", "d e,", "f g h", "i j;", "k l m", "n o p"]
+    pieces = [t.text for t in reverser.translate(segments.layout.sentences, split=False)]
     assert reverser.translate([sentence], max_source_len=5)[0].text == " ".join(pieces)
     assert reverser.max_source_len == 256  # aiayn train's --max-len
     assert len(reverser.segment([" ".join(["a"] * 300)])[0].ids) == 2
@@ -189,5 +189,5 @@ def test_a_sentence_too_long_for_the_model_is_cut_not_dropped(reverser):
 
 def test_without_splitting_a_text_is_one_sentence(reverser):
     text = f"{VALID[0]}\n{VALID[1]}"
-    assert reverser.segment([text], split=False)[0].parts.sentences == [text]
+    assert reverser.segment([text], split=False)[0].layout.sentences == [text]
     assert reverser.translate([text], split=False)[0].sentences == []

@@ -234,6 +234,10 @@ class DecodeConfig:
     split: bool = _opt(
         True, "cut each text into its lines (kept exactly) and sentences, translate those, and join "
               "them back with the text's own whitespace; --no-split: each text is one sentence")
+    format: str = _opt(
+        "text", "what each text is: text, or html (only its text is translated; tags, attributes, "
+                "comments, <script>/<style>/<code>/<pre> and translate=\"no\" elements are kept, and "
+                "inline tags inside a sentence stay on the words they mark)", ("text", "html"))
     max_source_len: int = _opt(
         0, "cut a sentence of more source tokens than this at its best boundaries (never dropped or "
            "truncated); 0: the model's own limit (--max-len of its training, or its learned positions)",

@@ -63,6 +63,23 @@ def check_writable(path: Path) -> None:
         raise OutputError(f"{path}: permission denied")
 
 
+def write_atomically(path: Path, data: bytes) -> None:
+    """`data` as the file `path`: written beside it and renamed over it, so a crash or a full disk
+    leaves the old file (or none), never half of the new one."""
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)
+        if is_disk_full(e):
+            raise OutputError(f"{path}: no space left on device; nothing was written") from e
+        raise
+
+
 @contextmanager
 def replacing(path: str | Path, kind: str, is_kind: Callable[[Path], bool], force: bool = False
               ) -> Iterator[Path]:

@@ -31,7 +31,7 @@ from aiayn import config as cfg
 from aiayn.decoding.translator import Translation, translate_ids
 from aiayn.interop import marian
 from aiayn.model import Transformer
-from aiayn.text import segment
+from aiayn.text import blocks, documents, markup, segment
 from aiayn.tokenizer import Tokenizer
 
 ENGINES = ("pytorch", "ctranslate2")
@@ -197,12 +197,17 @@ def _engine_for(path: str | Path, kind: str, engine: str | None, compute_type: s
 Engine = Callable[[list[list[int]], cfg.DecodeConfig, bool], list[list[Translation]]]
 
 
+# A text cut into sentences, that joins their translations back into a text: plain text with its
+# whitespace (segment.Parts) or HTML with its markup (markup.Document).
+Layout = segment.Parts | markup.Document
+
+
 @dataclass(frozen=True)
 class Segments:
-    """One text as a model translates it: its sentences (each cut to fit the model) with the
-    whitespace around them, and each sentence's source ids (without eos). `Translator.segment`."""
+    """One text as a model translates it: its sentences (each cut to fit the model) in their
+    layout, and each sentence's source ids (without eos). `Translator.segment`."""
 
-    parts: segment.Parts
+    layout: Layout
     ids: list[list[int]]
 
     @property
@@ -221,8 +226,9 @@ class Translator:
     Translations in `sentences` (each with its alternatives and attention), and for the whole
     text: the log-probability and score summed over them, the tokens one after another, and as
     its k-th alternative each sentence's k-th (or last) alternative joined, as LibreTranslate
-    does. A text without words translates to "". Keyword options override the defaults for one
-    call: the fields of DecodeConfig (beam_size, nbest, length_penalty, split, ...).
+    does. A text without words translates to "". With format="html", a text is HTML: only its
+    text is translated, its markup kept (text/markup.py). Keyword options override the defaults
+    for one call: the fields of DecodeConfig (beam_size, nbest, length_penalty, split, format, ...).
     """
 
     def __init__(self, engine: Engine, defaults: cfg.DecodeConfig, model: Transformer | None,
@@ -242,13 +248,15 @@ class Translator:
         source ids: a caller that needs them first (to check its limits, say) passes them back."""
         config = self.config(**options)
         limit = config.max_source_len or self.max_source_len
-        parts = [segment.split(text, self.src_lang, config.split) for text in texts]
-        ids = iter(self.tokenizer.encode([sentence for p in parts for sentence in p.sentences]))
+        layouts: list[Layout] = [
+            markup.Document.parse(text, self.src_lang, config.split) if config.format == "html"
+            else segment.split(text, self.src_lang, config.split) for text in texts]
+        ids = iter(self.tokenizer.encode([sentence for p in layouts for sentence in p.sentences]))
         out = []
-        for p in parts:
+        for p in layouts:
             sentence_ids = [next(ids) for _ in p.sentences]
             if any(len(s) > limit for s in sentence_ids):
-                p = segment.fit(p, lambda sentence: len(self.tokenizer.encode([sentence])[0]) <= limit)
+                p = p.fit(lambda sentence: len(self.tokenizer.encode([sentence])[0]) <= limit)
                 sentence_ids = self.tokenizer.encode(p.sentences)
             out.append(Segments(p, sentence_ids))
         return out
@@ -269,14 +277,38 @@ class Translator:
         results = []
         for s in segments:
             sentences = []
-            for sentence in s.parts.sentences:
+            for sentence in s.layout.sentences:
                 best, *others = next(nbests)
                 best.alternatives = others
                 if attention:
                     best.attention = attention_view(self.model, self.tokenizer, sentence, best)
                 sentences.append(best)
-            results.append(whole_text(s.parts, sentences, self.tgt_lang))
+            results.append(whole_text(sentences, lambda hyps, s=s: self._join(s.layout, hyps)))
         return results
+
+    def _join(self, layout: Layout, translations: list[Translation]) -> str:
+        """A translation of each sentence put into the text."""
+        return layout.join([t.text for t in translations], self.tgt_lang,
+                           lambda i: self._projector(layout.sentences[i], translations[i]))
+
+    def _projector(self, sentence: str, translation: Translation) -> blocks.Projector:
+        """How a span of `sentence` (an HTML tag's words) is carried onto its translation: by the
+        words aligned to it in the PyTorch model's cross-attention, else by its place in the sentence."""
+        if self.model is not None and translation.tokens:
+            view = translation.attention or attention_view(self.model, self.tokenizer, sentence, translation)
+            source = blocks.token_spans(view.source[:-1], sentence)
+            target = blocks.token_spans(view.target_out[:-1], translation.text)
+            if source is not None and target is not None:
+                return blocks.aligned(source, target, alignment(view), translation.text)
+        return blocks.proportional(len(sentence), translation.text)
+
+    def translate_file(self, data: bytes, name: str, *, progress: bool = False, **options: Any) -> bytes:
+        """A .txt, .html, .srt or .docx file (its kind from `name`) translated with its structure
+        (text/documents.py); raises DocumentError for other kinds and broken files."""
+        document = documents.read(data, name)
+        options["format"] = document.format
+        translations = self.translate(document.texts, progress=progress, **options)
+        return document.write([t.text for t in translations])
 
     def translate_stream(self, lines: Iterable[str], *, chunk: int = CHUNK, progress: bool = False,
                          **options: Any) -> Iterator[Translation]:
@@ -288,16 +320,16 @@ class Translator:
             yield from self.translate(batch, progress=progress, **options)
 
 
-def whole_text(parts: segment.Parts, sentences: list[Translation], target_lang: str) -> Translation:
-    """A text's Translation from its sentences' (see `Translator`)."""
+def whole_text(sentences: list[Translation], join: Callable[[list[Translation]], str]) -> Translation:
+    """A text's Translation from its sentences' (see `Translator`); `join` puts a translation of
+    each sentence into the text."""
     if not sentences:
-        return Translation("", 0.0, 0.0, [])
+        return Translation(join([]), 0.0, 0.0, [])
     ranked = [[s, *s.alternatives] for s in sentences]
 
     def kth(k: int) -> Translation:
         hyps = [r[min(k, len(r) - 1)] for r in ranked]
-        text = segment.join(parts, [h.text for h in hyps], target_lang)
-        return Translation(text, sum(h.score for h in hyps), sum(h.log_prob for h in hyps),
+        return Translation(join(hyps), sum(h.score for h in hyps), sum(h.log_prob for h in hyps),
                            [t for h in hyps for t in h.tokens])
 
     best = kth(0)
@@ -325,6 +357,13 @@ class AttentionView:
         """(query labels, key labels) of one kind of attention."""
         return {"encoder": (self.source, self.source), "decoder": (self.target_in, self.target_in),
                 "cross": (self.target_in, self.source)}[kind]
+
+
+def alignment(view: AttentionView) -> list[int]:
+    """For each target token, the source token (not </s>) it attends to most: cross-attention
+    averaged over layers and heads, at the decoder position that predicts the token."""
+    cross = torch.stack(view.maps["cross"]).mean(dim=(0, 1))  # (T, S): T = <s> + tokens, S = pieces + </s>
+    return cross[: len(view.target_out) - 1, : len(view.source) - 1].argmax(dim=-1).tolist()
 
 
 @torch.no_grad()

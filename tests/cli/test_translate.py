@@ -142,3 +142,33 @@ def test_property_any_text_gives_one_line_per_input_line(trained_run, monkeypatc
     for text, out in zip(texts, stdout.getvalue().split("\n"), strict=False):
         if not text.removesuffix("\r"):
             assert out == ""
+
+
+def test_html_srt_and_docx_files_are_translated_whole(trained_run, tmp_path, capsys):
+    """--input FILE.html / .srt / .docx: the file translated with its structure (the translator's
+    translate_file), to standard output or, for .docx, beside the input; a broken file: one line."""
+    docx = pytest.importorskip("docx")
+    from aiayn.translation import load_translator
+
+    translator = load_translator(trained_run, device="cpu")
+    page = tmp_path / "page.html"
+    page.write_text("<p>a b c</p>\n<p>d e f</p>\n")
+    assert main(["translate", str(trained_run), "--input", str(page)]) == 0
+    assert capsys.readouterr().out == translator.translate_file(page.read_bytes(), "page.html").decode()
+    talk = tmp_path / "talk.srt"
+    talk.write_text("1\n00:00:01,000 --> 00:00:02,000\na b c\n")
+    assert main(["translate", str(trained_run), "-i", str(talk), "-o", str(tmp_path / "out.srt")]) == 0
+    assert (tmp_path / "out.srt").read_bytes() == translator.translate_file(talk.read_bytes(), "talk.srt")
+    book = docx.Document()
+    book.add_paragraph("a b c")
+    book.save(tmp_path / "report.docx")
+    assert main(["translate", str(trained_run), "-i", str(tmp_path / "report.docx")]) == 0
+    written = tmp_path / f"report.{translator.tgt_lang}.docx"
+    assert "wrote " + str(written) in capsys.readouterr().err
+    expected = translator.translate(["a b c"])[0].text
+    assert docx.Document(str(written)).paragraphs[0].text == expected
+    (tmp_path / "broken.srt").write_text("hello\n")
+    assert main(["translate", str(trained_run), "-i", str(tmp_path / "broken.srt")]) != 0
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"aiayn translate: error: {tmp_path / 'broken.srt'}, line 1: not a subtitle cue (a number, then a "
+        "timing line such as 00:00:01,000 --> 00:00:02,500)"]

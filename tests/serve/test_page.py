@@ -53,3 +53,44 @@ def test_translate_in_the_page_and_see_the_attention(browser, en_de, tmp_path):
         shot = Path(os.environ.get("AIAYN_SCREENSHOT") or tmp_path / "page.png")
         page.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 10_000
+
+
+def test_translate_html_and_a_file_in_the_page(browser, en_de, tmp_path):
+    """HTML in the page: the translated markup shown as text and drawn in a sandboxed frame; a file
+    sent with the file picker comes back as a download of the same kind."""
+    with serving([en_de]) as url:
+        page = browser.new_page(viewport={"width": 1000, "height": 900})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url)
+        page.wait_for_selector("#pair option", state="attached")
+        html = '<p>a b c. <b>d e</b> f g.</p><ul><li>h i j</li></ul>'
+        page.select_option("#format", "html")
+        page.fill("#text", html)
+        page.click("#translate")
+        page.wait_for_selector("#preview:not([hidden])", timeout=60_000)
+        expected = en_de.translate([html], format="html")[0].text
+        assert page.inner_text("#translation").startswith(expected)
+        frame = page.frame_locator("#preview")
+        assert frame.locator("li").count() == 1 and frame.locator("p").count() == 1
+        assert page.get_attribute("#preview", "sandbox") == ""  # no scripts in translated pages
+
+        notes = tmp_path / "notes.txt"
+        notes.write_text("a b c\nd e f g\n")
+        page.set_input_files("#file", str(notes))
+        page.click("#translate-file")
+        page.wait_for_selector("#download:not([hidden])", timeout=60_000)
+        with page.expect_download() as download:
+            page.click("#download")
+        saved = tmp_path / "translated.txt"
+        download.value.save_as(saved)
+        lines = [t.text for t in en_de.translate(["a b c", "d e f g"])]
+        assert saved.read_text() == "\n".join(lines) + "\n"
+        assert download.value.suggested_filename == "notes.txt"
+
+        page.set_input_files("#file", {"name": "slides.pptx", "mimeType": "application/octet-stream",
+                                        "buffer": b"x"})
+        page.click("#translate-file")
+        page.wait_for_selector("#file-status.error")
+        assert page.inner_text("#file-status") == "Invalid request: file format not supported"
+        assert not errors

@@ -98,8 +98,11 @@ def test_libretranslate_api_with_json_and_form_bodies(server, en_de):
     assert listed["alternatives"] == [unique([a.text for a in t.alternatives], t.text) for t in expected]
     form = httpx.post(f"{server}/translate", data={"q": texts[0], "source": "en", "target": "de"}).json()
     assert form == single
-    html = post(server, "/translate", q="a", source="en", target="de", format="html")
-    assert html.status_code == 400 and "html format is not supported" in html.json()["error"]
+    html = post(server, "/translate", q=f"<p>{texts[0]}</p><!-- x -->", source="en", target="de",
+                format="html")
+    assert html.json() == {"translatedText": f"<p>{single['translatedText']}</p><!-- x -->"}
+    xml = post(server, "/translate", q="a", source="en", target="de", format="xml")
+    assert xml.status_code == 400 and xml.json() == {"error": "xml format is not supported"}
     missing = httpx.post(f"{server}/translate", data={"source": "en", "target": "de"})
     assert missing.status_code == 400 and missing.json() == {"error": "Invalid request: missing q parameter"}
 
@@ -148,6 +151,56 @@ def test_libretranslate_frontend_settings_and_suggest(server):
     refused = post(server, "/suggest", q="a", s="b", source="en", target="de")
     assert refused.status_code == 403
     assert refused.json() == {"error": "Suggestions are disabled on this server."}
+
+
+def test_files_translate_and_download_with_their_structure(server, en_de):
+    """LibreTranslate's /translate_file and its download link, for each kind of file: the file
+    comes back in its own format, each text translated as the translator translates it."""
+    docx = pytest.importorskip("docx")
+    import io
+
+    texts = SENTENCES[:3]
+    each = [t.text for t in en_de.translate(texts)]
+    book = docx.Document()
+    for text in texts:
+        book.add_paragraph(text, style="Heading 1" if text == texts[0] else None)
+    word = io.BytesIO()
+    book.save(word)
+    files = {
+        "notes.txt": ("\n".join(texts).encode(), "\n".join(each)),
+        "page.html": (f"<h1>{texts[0]}</h1><p>{texts[1]}</p>".encode(),
+                      f"<h1>{each[0]}</h1><p>{each[1]}</p>"),
+        "talk.srt": (f"1\n00:00:01,000 --> 00:00:02,000\n{texts[2]}\n".encode(),
+                     f"1\n00:00:01,000 --> 00:00:02,000\n{each[2]}\n"),
+        "report.docx": (word.getvalue(), None),
+    }
+    for name, (data, expected) in files.items():
+        answer = httpx.post(f"{server}/translate_file", data={"source": "en", "target": "de"},
+                            files={"file": (name, data)}, timeout=60)
+        assert answer.status_code == 200, answer.text
+        url = answer.json()["translatedFileUrl"]
+        assert url.startswith(f"{server}/download_file/") and url.endswith(name)
+        download = httpx.get(url)
+        assert download.status_code == 200
+        assert download.headers["content-disposition"] == f'attachment; filename="{name}"'
+        if expected is not None:
+            assert download.content.decode() == expected
+        else:
+            out = docx.Document(io.BytesIO(download.content))
+            assert [p.text for p in out.paragraphs] == each
+            assert out.paragraphs[0].style.name == "Heading 1"
+    refused = httpx.post(f"{server}/translate_file", data={"source": "en", "target": "de"},
+                         files={"file": ("slides.pptx", b"x")})
+    assert refused.status_code == 400
+    assert refused.json() == {"error": "Invalid request: file format not supported"}
+    broken = httpx.post(f"{server}/translate_file", data={"source": "en", "target": "de"},
+                        files={"file": ("a.docx", b"x")})
+    assert broken.status_code == 400 and "a.docx: not a Word .docx file" in broken.json()["error"]
+    missing = httpx.post(f"{server}/translate_file", data={"source": "en", "target": "de"})
+    assert missing.json() == {"error": "Invalid request: missing file parameter"}
+    assert httpx.get(f"{server}/download_file/nothing.txt").status_code == 404
+    settings = httpx.get(f"{server}/frontend/settings").json()
+    assert settings["filesTranslation"] and ".docx" in settings["supportedFilesFormat"]
 
 
 def test_metrics_in_prometheus_format(server):

@@ -10,7 +10,8 @@ from typing import TextIO
 
 from aiayn.cli.options import add_inference_options, translator_for
 from aiayn.data.readers import DataError, decode_lines, iter_lines
-from aiayn.files import check_writable
+from aiayn.files import check_writable, write_atomically
+from aiayn.text import documents
 from aiayn.translation import CHUNK, Translation
 
 
@@ -22,14 +23,18 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                     "sentences, which are translated and joined back (--no-split: each is one sentence); "
                     "a sentence longer than the model takes is cut at its best boundaries. Writes one "
                     "line per input line (an empty line gives an empty line); with --nbest N > 1, N "
-                    "lines per input in the Moses format: INDEX ||| TEXT ||| SCORE.")
+                    "lines per input in the Moses format: INDEX ||| TEXT ||| SCORE. An --input file "
+                    "ending in .html, .htm, .srt or .docx is translated as a whole, its structure kept "
+                    "(markup; cue numbers and timings; paragraph styles, runs and tables).")
     p.add_argument("checkpoint", help="checkpoint directory, run directory (its newest checkpoint), "
                                       "Marian directory, or CTranslate2 export (with --engine ctranslate2)")
     p.add_argument("sentences", nargs="*", help="texts to translate (default: read lines)")
-    p.add_argument("--input", "-i", metavar="FILE", help="file to translate, one text per line, UTF-8, "
-                                                         "plain or .gz (default: standard input)")
+    p.add_argument("--input", "-i", metavar="FILE", help="file to translate: one text per line, UTF-8, "
+                                                         "plain or .gz; or a .html, .htm, .srt or .docx "
+                                                         "file (default: standard input)")
     p.add_argument("--output", "-o", metavar="FILE",
-                   help="where to write translations (default: standard output)")
+                   help="where to write translations (default: standard output; for a .docx input, "
+                        "INPUT-STEM.TARGET.docx beside it)")
     add_inference_options(p)
 
 
@@ -38,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
         check_writable(Path(args.output))
         if args.input and Path(args.output).exists() and Path(args.output).samefile(args.input):
             raise DataError(f"{args.output}: --output is the --input file, which it would overwrite")
+    if args.input and Path(args.input).suffix.lower() in WHOLE_FILES:
+        return _translate_file(args)
     translator = translator_for(args)
     lines, chunk = _lines(args)
     nbest = translator.defaults.nbest
@@ -49,6 +56,29 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if args.output:
             out.close()
+    return 0
+
+
+WHOLE_FILES = (".html", ".htm", ".srt", ".docx")
+
+
+def _translate_file(args: argparse.Namespace) -> int:
+    """A file translated as a whole, its structure kept (text/documents.py)."""
+    source = Path(args.input)
+    if not source.is_file():
+        raise DataError(f"{source}: no such file")
+    data = source.read_bytes()
+    documents.read(data, str(source))  # a broken file fails before the model loads
+    translator = translator_for(args)
+    out = translator.translate_file(data, str(source), progress=True)
+    if args.output or source.suffix.lower() == ".docx":
+        target = Path(args.output) if args.output else source.with_suffix(f".{translator.tgt_lang}.docx")
+        check_writable(target)
+        write_atomically(target, out)
+        print(f"wrote {target}", file=sys.stderr)
+    else:
+        sys.stdout.write(out.decode("utf-8"))
+        sys.stdout.flush()
     return 0
 
 

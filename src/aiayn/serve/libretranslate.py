@@ -1,21 +1,27 @@
-"""LibreTranslate's API, so its clients need no change: `POST /translate`, `POST /detect`,
-`GET /languages`, `GET /frontend/settings` and `POST /suggest`, each taking a JSON or form body as
-LibreTranslate does. docs/libretranslate.md compares them field by field."""
+"""LibreTranslate's API, so its clients need no change: `POST /translate`, `POST /translate_file`
+(and `GET /download_file/NAME`), `POST /detect`, `GET /languages`, `GET /frontend/settings` and
+`POST /suggest`, each taking a JSON or form body as LibreTranslate does. docs/libretranslate.md
+compares them field by field."""
 
 from __future__ import annotations
 
 import json
+import mimetypes
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from aiayn.serve.errors import Problem, validation_message
 from aiayn.serve.service import Service
+from aiayn.text import documents
 
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "es": "Spanish",
                   "it": "Italian", "nl": "Dutch", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian",
                   "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "ar": "Arabic", "tr": "Turkish"}
+
+
+FILE_CHUNK = 64  # texts of a file queued at once
 
 
 class LibreTranslateRequest(BaseModel):
@@ -42,15 +48,15 @@ def router(service: Service) -> APIRouter:
         data["alternatives"] = alternatives(data.get("alternatives", 0), service.config.max_beam_size - 1)
         body = validated(data)
         service.admit(request, body.api_key)
-        if body.format != "text":
-            raise Problem(400, f"{body.format} format is not supported (only text)")
+        if body.format not in ("text", "html"):
+            raise Problem(400, f"{body.format} format is not supported")
         texts = [body.q] if isinstance(body.q, str) else body.q
-        detected = service.detect(texts, body.target)[0] if body.source == "auto" else None
+        detected = service.detect(texts, body.target, body.format)[0] if body.source == "auto" else None
         pair = service.pair(detected[0] if detected else body.source, body.target)
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {"format": body.format}
         if body.alternatives:
             nbest = body.alternatives + 1
-            options = {"beam_size": service.beam_for(pair, nbest), "nbest": nbest}
+            options.update(beam_size=service.beam_for(pair, nbest), nbest=nbest)
         results = await service.translate(request, texts, pair, options)
         answer: dict[str, Any] = {"translatedText": [t.text for t in results]}
         if detected:
@@ -60,6 +66,47 @@ def router(service: Service) -> APIRouter:
         if isinstance(body.q, str):
             answer = {k: v[0] for k, v in answer.items()}
         return answer
+
+    @api.post("/translate_file", summary="LibreTranslate's translate_file: a .txt, .html, .srt or .docx "
+                                         "file (multipart: file, source, target); -> translatedFileUrl")
+    async def translate_file(request: Request) -> dict[str, Any]:
+        form = await request.form()
+        upload = form.get("file")
+        if upload is None or isinstance(upload, str):
+            raise Problem(400, "Invalid request: missing file parameter")
+        for name in ("source", "target"):
+            if not form.get(name):
+                raise Problem(400, f"Invalid request: missing {name} parameter")
+        if not upload.filename:
+            raise Problem(400, "Invalid request: empty file")
+        key = form.get("api_key")
+        service.admit(request, key if isinstance(key, str) else None)
+        try:
+            document = documents.read(await upload.read(), upload.filename)
+        except documents.DocumentError as e:
+            known = "." + upload.filename.rsplit(".", 1)[-1].lower() in documents.KINDS
+            raise Problem(400, str(e) if known else "Invalid request: file format not supported") from None
+        source, target = str(form["source"]), str(form["target"])
+        if source == "auto":
+            source = service.detect(document.texts or [""], target, document.format)[0][0]
+        pair = service.pair(source, target)
+        translations = []
+        for start in range(0, len(document.texts), FILE_CHUNK):  # a chunk at a time: the queue is bounded
+            translations += await service.translate(request, document.texts[start:start + FILE_CHUNK], pair,
+                                                    {"format": document.format}, limits=False)
+        stored = service.files.add(upload.filename, document.write([t.text for t in translations]))
+        return {"translatedFileUrl": str(request.url_for("download_file", filename=stored))}
+
+    @api.get("/download_file/{filename}", summary="A file translated by /translate_file, for 10 minutes")
+    async def download_file(filename: str) -> Response:
+        found = service.files.get(filename)
+        if found is None:
+            raise Problem(404, f"{filename}: no such file (translated files are kept for "
+                               f"{service.files.ttl / 60:g} minutes)")
+        name, data = found
+        kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        return Response(data, media_type=kind,
+                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
     @api.post("/detect", summary="LibreTranslate's detect: the languages of q, most likely first")
     async def detect(request: Request) -> list[dict[str, Any]]:
@@ -82,8 +129,8 @@ def router(service: Service) -> APIRouter:
         source, target = next(iter(service.models))
         several = len({s for s, _ in service.models}) > 1
         return {"charLimit": service.config.max_chars, "frontendTimeout": 500, "apiKeys": bool(service.keys),
-                "keyRequired": bool(service.keys), "suggestions": False, "filesTranslation": False,
-                "supportedFilesFormat": [],
+                "keyRequired": bool(service.keys), "suggestions": False, "filesTranslation": True,
+                "supportedFilesFormat": list(documents.KINDS),
                 "language": {"source": {"code": "auto", "name": "Auto Detect"} if several else
                              {"code": source, "name": LANGUAGE_NAMES.get(source, source)},
                              "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)}}}

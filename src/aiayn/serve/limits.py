@@ -9,16 +9,16 @@ from aiayn.serve.batcher import Batcher
 from aiayn.serve.errors import Problem
 from aiayn.serve.metrics import Metrics
 
-TRANSLATING = ("/v1/translate", "/translate")  # the endpoints that queue sentences for the batcher
+TRANSLATING = ("/v1/translate", "/translate", "/translate_file")  # they queue sentences for the batcher
 ENDPOINTS = {*TRANSLATING, "/detect", "/languages", "/frontend/settings", "/suggest", "/v1/models", "/health",
              "/ready", "/metrics", "/"}
 
 
 class Limits:
-    """ASGI middleware: the body size limit (413) and UTF-8 check (400) before any endpoint reads a
-    body; the request metrics (count by status, latency, requests in progress) of every endpoint;
-    and the count of translation requests on their way to the batcher, which it waits for
-    (`Batcher.arriving`)."""
+    """ASGI middleware: the body size limit (413) and UTF-8 check (400; not of a multipart form,
+    which carries files) before any endpoint reads a body; the request metrics (count by status,
+    latency, requests in progress) of every endpoint; and the count of translation requests on
+    their way to the batcher, which it waits for (`Batcher.arriving`)."""
 
     def __init__(self, app: Any, max_body_bytes: int, metrics: Metrics, batcher: Batcher) -> None:
         self.app, self.max_body_bytes, self.metrics, self.batcher = app, max_body_bytes, metrics, batcher
@@ -74,6 +74,8 @@ class Limits:
             if not message.get("more_body"):
                 break
         body = b"".join(chunks)
+        if headers.get(b"content-type", b"").startswith(b"multipart/form-data"):
+            return body, None
         try:
             body.decode("utf-8")
         except UnicodeDecodeError as e:

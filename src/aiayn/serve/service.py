@@ -15,8 +15,10 @@ from fastapi import Request
 from aiayn.config import ServeConfig
 from aiayn.serve.batcher import Batcher, QueueFull, Search
 from aiayn.serve.errors import Problem
+from aiayn.serve.files import TranslatedFiles
 from aiayn.serve.metrics import Metrics
 from aiayn.serve.ratelimit import RateLimits
+from aiayn.text import markup
 from aiayn.text.detect import LanguageDetector
 from aiayn.translation import Segments, Translation, Translator
 
@@ -33,6 +35,7 @@ class Service:
         self.batcher = Batcher(self.models, config, self.executor, self.metrics.batch)
         self.metrics.queue_depth.set_function(lambda: self.batcher.queued)
         self.limits = RateLimits(config.req_limit, config.key_req_limit)
+        self.files = TranslatedFiles()
         self._detectors: dict[tuple[str, ...], LanguageDetector] = {}
         self.ready = False
 
@@ -70,9 +73,11 @@ class Service:
             raise Problem(403, "the API key is not valid")
         return key
 
-    def detect(self, texts: list[str], target: str | None = None) -> list[tuple[str, float]]:
-        """The languages of `texts` taken together, most likely first, with confidences from 0 to 1,
-        among the source languages of the models (that translate into `target`, if given)."""
+    def detect(self, texts: list[str], target: str | None = None, format: str = "text"
+               ) -> list[tuple[str, float]]:
+        """The languages of `texts` taken together (of their text, for HTML), most likely first, with
+        confidences from 0 to 1, among the source languages of the models (that translate into
+        `target`, if given)."""
         sources = tuple(sorted({s for s, t in self.models if target in (None, t)}))
         if not sources:
             served = ", ".join(f"{s}->{t}" for s, t in self.models)
@@ -82,6 +87,8 @@ class Service:
                 self._detectors[sources] = LanguageDetector(sources)
             except ValueError as e:
                 raise Problem(400, f"source auto: {e}") from None
+        if format == "html":
+            texts = [" ".join(markup.Document.parse(t, "").sentences) for t in texts]
         return self._detectors[sources].detect(texts)
 
     def pair(self, source: str | None, target: str | None) -> tuple[str, str]:
@@ -100,9 +107,11 @@ class Service:
         return max(self.models[pair].defaults.beam_size, nbest)
 
     async def translate(self, request: Request, texts: list[str], pair: tuple[str, str],
-                        options: dict[str, Any], attention: bool = False) -> list[Translation]:
-        """Check the texts against the limits, queue them for the batcher, and await their
-        translations (withdrawn on a timeout or when the client goes away)."""
+                        options: dict[str, Any], attention: bool = False, limits: bool = True
+                        ) -> list[Translation]:
+        """Check the texts against the limits (`limits` False: a file's texts, which the body's
+        limit bounds), queue them for the batcher, and await their translations (withdrawn on a
+        timeout or when the client goes away)."""
         if not self.ready:
             raise Problem(503, "the server is warming up its models", {"Retry-After": "1"})
         translator = self.models[pair]
@@ -111,14 +120,19 @@ class Service:
         except ValueError as e:
             raise Problem(422, str(e)) from None
         at_most("beam_size", search.beam_size, self.config.max_beam_size)
-        segments = check_texts(texts, translator, self.config, options)
+        segments = check_texts(texts, translator, self.config, options, limits)
         arrived(request, self.batcher)
         try:
-            search_ = Search(pair, tuple(sorted(options.items())), attention)
+            searched = {k: v for k, v in options.items() if k not in CUTTING}  # done: `segments`
+            search_ = Search(pair, tuple(sorted(searched.items())), attention)
             futures = self.batcher.submit(texts, segments, search_)
         except QueueFull as e:
             raise Problem(503, f"the server is busy: {e}; retry later", {"Retry-After": "1"}) from None
         return await results(request, futures, self.config.timeout)
+
+
+# Options that say how texts are cut into sentences; the search of those sentences is the same.
+CUTTING = ("split", "format", "max_source_len")
 
 
 def at_most(field: str, value: int, most: int) -> None:
@@ -142,10 +156,12 @@ def by_pair(translators: Iterable[Translator]) -> dict[tuple[str, str], Translat
     return models
 
 
-def check_texts(texts: list[str], translator: Translator, config: ServeConfig, options: dict[str, Any]
-                ) -> list[Segments]:
+def check_texts(texts: list[str], translator: Translator, config: ServeConfig, options: dict[str, Any],
+                limits: bool = True) -> list[Segments]:
     """Each text cut into sentences with their source ids, once the request's limits are checked
     (the translator takes them as they are: each text is cut and tokenised once)."""
+    if not limits:
+        return translator.segment(texts, **options)
     if len(texts) > config.max_texts:
         raise Problem(400, f"{len(texts)} texts in one request; at most {config.max_texts}")
     for i, text in enumerate(texts):

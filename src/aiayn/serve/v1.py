@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,6 +27,8 @@ class TranslateRequest(BaseModel):
     attention: bool = Field(False, description="return the encoder-decoder attention of each translation")
     split: bool | None = Field(None, description="cut each text into its sentences and translate those (the "
                                                  "server's default: yes); false: each text is one sentence")
+    format: Literal["text", "html"] = Field("text", description="html: only the text of each HTML text is "
+                                                                "translated, its markup kept")
 
 
 def router(service: Service) -> APIRouter:
@@ -36,11 +38,13 @@ def router(service: Service) -> APIRouter:
     async def translate(request: Request, body: TranslateRequest) -> dict[str, Any]:
         service.admit(request)
         texts = [body.text] if isinstance(body.text, str) else body.text
-        source = service.detect(texts, body.target)[0][0] if body.source == "auto" else body.source
+        source = body.source
+        if source == "auto":
+            source = service.detect(texts, body.target, body.format)[0][0]
         pair = service.pair(source, body.target)
         asked = (("beam_size", body.beam_size), ("nbest", body.nbest),
                  ("length_penalty", body.length_penalty), ("max_output_len", body.max_len),
-                 ("split", body.split))
+                 ("split", body.split), ("format", body.format))
         options = {k: v for k, v in asked if v is not None}
         for field in ("beam_size", "nbest"):
             if field in options:

@@ -47,6 +47,14 @@ class Parts:
     def text(self) -> str:
         return join(self, self.sentences)
 
+    def fit(self, fits: Callable[[str], bool]) -> Parts:
+        return fit(self, fits)
+
+    def join(self, translations: list[str], target_lang: str = "", project: object = None) -> str:
+        """`join` (as markup.Document.join, which needs `project` to carry its tags over); a text
+        without words translates to ""."""
+        return join(self, translations, target_lang) if self.sentences else ""
+
 
 def split(text: str, lang: str, sentences: bool = True) -> Parts:
     """`text` cut into lines and each line into its sentences; with `sentences` False, the text is
@@ -74,6 +82,12 @@ def join(parts: Parts, translations: list[str], target_lang: str = "") -> str:
     """The translations in place of the sentences, with the text's own whitespace; between two
     sentences on one line, a space where the target language has them and the source had none
     (Chinese into English), and none where it has none (English into Chinese)."""
+    return "".join(layout(parts, translations, target_lang))
+
+
+def layout(parts: Parts, translations: list[str], target_lang: str = "") -> list[str]:
+    """What `join` joins: the whitespace before the first translation, the translation, the
+    whitespace after it, and so on."""
     if len(translations) != len(parts.sentences):
         raise ValueError(f"{len(translations)} translations for {len(parts.sentences)} sentences")
     out = [parts.spaces[0]]
@@ -83,7 +97,7 @@ def join(parts: Parts, translations: list[str], target_lang: str = "") -> str:
         if 0 < i + 1 < len(translations) and "\n" not in space and target_lang:
             space = "" if target_lang in NO_SPACES else (space or " ")
         out.append(space)
-    return "".join(out)
+    return out
 
 
 def fit(parts: Parts, fits: Callable[[str], bool]) -> Parts:

@@ -1,5 +1,6 @@
-// The page's logic: ask /v1/translate for a translation with its n-best list and attention, and
-// draw the encoder-decoder attention of the chosen layer and head as a heat map.
+// The page's logic: ask /v1/translate for a translation (of text or HTML) with its n-best list and
+// attention, and draw the encoder-decoder attention of the chosen layer and head as a heat map;
+// send a file to /translate_file and offer its translation for download.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -37,16 +38,49 @@ async function translate(event) {
   try {
     const response = await fetch("/v1/translate", {
       method: "POST", headers,
-      body: JSON.stringify({ text: $("text").value, source, target, beam_size: beam, nbest, attention: true }),
+      body: JSON.stringify({ text: $("text").value, source, target, beam_size: beam, nbest,
+                             attention: true, format: $("format").value }),
     });
     const answer = await response.json();
     if (!response.ok) throw new Error(answer.error || response.statusText);
     show(answer.translations[0], target);
+    // HTML: the markup as text above, and drawn below in a sandbox (no scripts, no requests out).
+    $("preview").hidden = $("format").value !== "html";
+    $("preview").srcdoc = $("format").value === "html" ? answer.translations[0].text : "";
     setStatus("");
   } catch (error) {
     setStatus(error.message, true);
   } finally {
     $("translate").disabled = false;
+  }
+}
+
+async function translateFile(event) {
+  event.preventDefault();
+  const file = $("file").files[0];
+  if (!file) { $("file-status").textContent = "choose a file first"; return; }
+  const [source, target] = $("pair").value.split(":");
+  const form = new FormData();
+  form.append("file", file);
+  form.append("source", source);
+  form.append("target", target);
+  if ($("key").value) form.append("api_key", $("key").value);
+  $("file-status").textContent = "translating…";
+  $("file-status").className = "";
+  $("download").hidden = true;
+  $("translate-file").disabled = true;
+  try {
+    const response = await fetch("/translate_file", { method: "POST", body: form });
+    const answer = await response.json();
+    if (!response.ok) throw new Error(answer.error || response.statusText);
+    $("download").href = answer.translatedFileUrl;
+    $("download").hidden = false;
+    $("file-status").textContent = `${file.name}: done`;
+  } catch (error) {
+    $("file-status").textContent = error.message;
+    $("file-status").className = "error";
+  } finally {
+    $("translate-file").disabled = false;
   }
 }
 
@@ -123,6 +157,7 @@ function focus(table, tr, t, row) {
 }
 
 $("form").addEventListener("submit", translate);
+$("file-form").addEventListener("submit", translateFile);
 $("layer").addEventListener("change", draw);
 $("head").addEventListener("change", draw);
 loadModels().catch((error) => setStatus(`cannot list the models: ${error.message}`, true));

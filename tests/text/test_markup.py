@@ -1,0 +1,214 @@
+"""HTML in, HTML out: only the text changes, every tag stays, and the output is well nested."""
+
+import html
+import random
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from aiayn.data.corpora import load_corpus
+from aiayn.text.blocks import aligned, proportional, token_spans
+from aiayn.text.markup import VOID, Document
+from aiayn.translation import load_translator
+
+PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Dogs &amp; cats</title>
+<style>p > b { color: red; }</style><script>if (a < b) { x = "</p>"; }</script></head>
+<body class="main">
+  <!-- a comment -->
+  <h1 id="top">A dog runs.</h1>
+  <p>A man rides a <b>red</b> bike. Two dogs play in the <a href="/snow?a=1&amp;b=2">snow</a>!
+     Then &copy; it&nbsp;rains.<br>A new line.</p>
+  <ul><li>First item.</li><li><i>Second item.</i></li></ul>
+  <p>Type <code>ls -l</code> to list &lt;files&gt;. <img src="x.png" alt="an image"> Done.</p>
+  <pre>  keep   this
+  as is </pre>
+  <div translate="no">Do not translate.</div><p>It is <span class="notranslate">Brand X</span> here.</p>
+  <p>Unclosed <i>tag</p>
+</body></html>
+"""
+
+
+def tags(text):
+    """Every tag, comment and declaration of `text` as written, in order."""
+    found = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append(self.get_starttag_text())
+
+        handle_startendtag = handle_starttag
+
+        def handle_endtag(self, tag):
+            found.append(f"</{tag}>")
+
+        def handle_comment(self, data):
+            found.append(f"<!--{data}-->")
+
+        def handle_decl(self, decl):
+            found.append(f"<!{decl}>")
+
+    Tags(convert_charrefs=True).feed(text)
+    return found
+
+
+def well_nested(text):
+    """True if every end tag closes the element opened last (void elements close themselves)."""
+    stack = []
+    for tag in tags(text):
+        name = re.match(r"</?!?([^\s>/]*)", tag).group(1).lower()
+        if tag.startswith("</"):
+            if not stack or stack.pop() != name:
+                return False
+        elif not tag.startswith("<!") and name not in VOID and not tag.endswith("/>"):
+            stack.append(name)
+    return not stack
+
+
+def text_of(text):
+    """The text a reader sees: tags out, entities decoded, spaces collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]*>", " ", text)).split())
+
+
+def translate_with(doc, translate):
+    translations = [translate(s) for s in doc.sentences]
+    return doc.join(translations, "de", lambda i: proportional(len(doc.sentences[i]), translations[i]))
+
+
+def test_a_page_translated_word_for_word_is_the_page_itself():
+    """Every character that is not text (tags, attributes, comments, entities, whitespace) is kept."""
+    doc = Document.parse(PAGE, "en")
+    assert translate_with(doc, lambda s: s) == PAGE
+
+
+def test_only_text_is_translated_and_kept_elements_are_not():
+    doc = Document.parse(PAGE, "en")
+    assert doc.sentences == [
+        "Dogs & cats", "A dog runs.", "A man rides a red bike.", "Two dogs play in the snow!",
+        "Then \xa9 it\xa0rains.", "A new line.", "First item.", "Second item.", "Type ls -l to list <files>.",
+        "Done.", "It is Brand X here.", "Unclosed tag"]
+    out = translate_with(doc, str.upper)
+    assert tags(out) == tags(PAGE)
+    for kept in ["if (a < b) { x = \"</p>\"; }", "p > b { color: red; }", "<code>ls -l</code>",
+                 "<pre>  keep   this\n  as is </pre>", "Do not translate.", ">Brand X</span>",
+                 "&copy;", "&nbsp;", "&lt;FILES&gt;"]:
+        assert kept in out
+    assert "<b>RED</b>" in out and '<a href="/snow?a=1&amp;b=2">SNOW</a>' in out
+    assert "<h1 id=\"top\">A DOG RUNS.</h1>" in out and "<i>SECOND ITEM.</i>" in out
+
+
+def test_a_translation_with_markup_characters_is_escaped():
+    doc = Document.parse("<p>A tag here.</p>", "en")
+    out = translate_with(doc, lambda s: "<script>alert(1)</script> & done")
+    assert out == "<p>&lt;script&gt;alert(1)&lt;/script&gt; &amp; done</p>"
+
+
+def test_a_tag_inside_a_sentence_goes_with_its_aligned_words():
+    """Scripted alignment: "a red car" -> "ein Auto , rot": <b> over "red" lands on "rot"."""
+    source, target = "I see a red car.", "Ich sehe ein Auto , rot."
+    source_spans = token_spans("▁I ▁see ▁a ▁red ▁car .".split(), source)
+    target_spans = token_spans("▁Ich ▁sehe ▁ein ▁Auto ▁, ▁rot .".split(), target)
+    links = [0, 1, 2, 4, 4, 3, 5]
+    project = aligned(source_spans, target_spans, links, target)
+    assert project(8, 11) == (target.index("rot"), target.index("rot") + 3)  # "red"
+    assert project(6, 15) == (target.index("ein"), target.index("rot") + 3)  # "a red car": all three
+    doc = Document.parse("<p>I see a <b>red</b> car.</p>", "en")
+    assert doc.join([target], "de", lambda i: project) == "<p>Ich sehe ein Auto , <b>rot</b>.</p>"
+
+
+def test_words_found_as_they_were_need_no_alignment():
+    doc = Document.parse("<p>Call <b>Anna</b> at <i>10:30</i> today.</p>", "en")
+    out = doc.join(["Um 10:30 heute Anna anrufen."], "de", lambda i: proportional(1, "x"))
+    assert out == "<p>Um <i>10:30</i> heute <b>Anna</b> anrufen.</p>"
+
+
+def test_kept_inline_code_replaces_the_words_it_lands_on():
+    doc = Document.parse("<p>Run <code>ls</code> now.</p>", "en")
+    assert doc.sentences == ["Run ls now."]
+    assert doc.join(["Starte ls jetzt."], "de", lambda i: proportional(1, "x")) == \
+        "<p>Starte <code>ls</code> jetzt.</p>"
+
+
+def test_overlapping_projections_still_nest():
+    """Two siblings projected onto the same words, and a child projected outside its parent."""
+    doc = Document.parse("<p>A <b>big <i>red</i></b> <u>car</u> stops.</p>", "en")
+    everything = lambda a, b: (0, 10)  # noqa: E731 (each span claims the same words)
+    out = doc.join(["Ein großes rotes Auto hält."], "de", lambda i: everything)
+    assert well_nested(out) and tags(out) == tags("<p><b><i></i></b><u></u></p>")
+    assert text_of(out) == "Ein großes rotes Auto hält."
+
+
+def snippet(rng, sentences):
+    """Random HTML from test sentences: blocks, lists and tables of sentences, some wrapped whole
+    in an inline tag, some with an inline tag around a word inside. Returns the HTML and, per
+    block, its sentences and whether an inline tag sits inside one of them."""
+    inline = ['<b>', '<i>', '<a href="https://example.org/?q=1&amp;r=2">', '<span class="x">', '<em>']
+    blocks, parts = [], []
+    for _ in range(rng.randint(1, 3)):
+        chosen = [sentences[rng.randrange(len(sentences))] for _ in range(rng.randint(1, 3))]
+        inside, written = False, []
+        for sentence in chosen:
+            tag = rng.choice(inline)
+            close = "</" + re.match(r"<(\w+)", tag).group(1) + ">"
+            roll = rng.random()
+            if roll < 0.3:
+                sentence = f"{tag}{html.escape(sentence, quote=False)}{close}"
+            elif roll < 0.5 and len(sentence.split()) > 2:
+                words = sentence.split()
+                k = rng.randrange(1, len(words) - 1)
+                words[k] = f"{tag}{html.escape(words[k], quote=False)}{close}"
+                sentence, inside = " ".join(words), True
+            else:
+                sentence = html.escape(sentence, quote=False)
+            written.append(sentence)
+        block = rng.choice(["p", "li", "h2", "td", "div"])
+        body = " ".join(written)
+        wrapped = {"li": f"<ul><li>{body}</li></ul>", "td": f"<table><tr><td>{body}</td></tr></table>"}
+        blocks.append(wrapped.get(block, f"<{block}>{body}</{block}>"))
+        parts.append((chosen, inside))
+    return "<div>\n" + "\n".join(blocks) + "\n</div>", parts
+
+
+@pytest.fixture
+def test_sentences(data_dir):
+    english = load_corpus("multi30k:test_2016_flickr", "en", "de").source
+    return [s for s in english if s.rstrip()[-1:] in ".!?"][:400]
+
+
+def check_snippets(translate_doc, plain, sentences, n):
+    rng = random.Random(0)
+    for _ in range(n):
+        text, blocks = snippet(rng, sentences)
+        out = translate_doc(text)
+        assert well_nested(out), out
+        assert sorted(tags(out)) == sorted(tags(text)), (text, out)
+        expected = [" ".join(plain(s) for s in chosen) for chosen, inside in blocks if not inside]
+        if all(not inside for _, inside in blocks):
+            assert text_of(out) == text_of(" ".join(expected))
+
+
+def test_random_snippets_parse_keep_every_tag_and_translate_their_text(test_sentences):
+    """200 snippets, translated by a stand-in that changes every sentence's length and order."""
+    def plain(sentence):
+        return " ".join(w.upper() for w in reversed(sentence.split())) + " !"
+
+    def translate_doc(text):
+        return translate_with(Document.parse(text, "en"), plain)
+
+    check_snippets(translate_doc, plain, test_sentences, 200)
+
+
+def test_the_test_model_translates_html_as_it_translates_its_text(trained_run, test_sentences):
+    """The same check through `Translator` (sentences of every text in one batch, alignment from
+    the model's cross-attention): whatever the barely trained model writes, the HTML's text is the
+    text's plain translation, and every tag is kept."""
+    translator = load_translator(trained_run, device="cpu")
+    sentences = test_sentences[:60]
+    plain = dict(zip(sentences, [t.text for t in translator.translate(sentences, split=False, beam_size=1)],
+                     strict=True))
+
+    def translate_doc(text):
+        return translator.translate([text], format="html", beam_size=1)[0].text
+
+    check_snippets(translate_doc, plain.__getitem__, sentences, 40)
