@@ -30,6 +30,7 @@ OPTIONS = ["--preset", "tiny", "--batch-tokens", "256", "--update-tokens", "600"
 # No dropout, so the ranks' random streams do not matter; and Adam's epsilon raised from 1e-9: some
 # gradients are mathematically zero (the key bias's: softmax ignores a constant added to every key)
 # and only rounding noise, which Adam with a tiny epsilon turns into full-size steps of either sign.
+TOLERANCE = 2e-4  # weights of one process against two (see the test below)
 NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0", "--adam-eps", "1e-4"]
 
 
@@ -96,7 +97,9 @@ def test_two_ranks_make_the_updates_of_one_process_accumulating_the_same_batches
     assert any(len(g) % 2 for g in groups)  # so a filler is exercised
     train(1, *args, "--out", str(tmp_path / "one"))
     result = train(2, *args, "--out", str(tmp_path / "two"))
-    assert_close(weights(tmp_path / "one"), weights(tmp_path / "two"), atol=1e-5)
+    # Sums in another order differ by float rounding, which Adam's normalised steps carry into the
+    # weights (4e-5 with ATen's plain C++ kernels); one update moves them by about 1e-2.
+    assert_close(weights(tmp_path / "one"), weights(tmp_path / "two"), atol=TOLERANCE)
     assert result.stdout.count("saved ") == 1  # rank 0 speaks for both
     assert "2 processes (torchrun)" in result.stdout
 
@@ -112,7 +115,7 @@ def test_a_two_rank_run_resumes_exactly_also_with_another_number_of_ranks(tmp_pa
     train(2, *args, "--max-steps", "6", "--out", str(tmp_path / "two"))
     train(2, *args, "--max-steps", "3", "--out", str(tmp_path / "two-then-one"))
     train(1, "--resume", "--max-steps", "6", "--out", str(tmp_path / "two-then-one"))
-    assert_close(weights(tmp_path / "two"), weights(tmp_path / "two-then-one"), atol=1e-5)
+    assert_close(weights(tmp_path / "two"), weights(tmp_path / "two-then-one"), atol=TOLERANCE)
 
 
 def rank_pid(launcher: subprocess.Popen, rank: int) -> int | None:

@@ -42,7 +42,8 @@ def test_tiny_model_learns_the_copy_task_in_1000_updates(copy_task, tmp_path):
     config = TrainConfig(label_smoothing=0.0, warmup_steps=200, max_steps=1000, valid_every=0, save_every=0,
                          log_every=100)
     train(model, tokenizer, train_data, None, DataConfig(batch_tokens=1024), config, tmp_path)
-    assert greedy_token_accuracy(model, tokenizer, valid_data) >= 0.99
+    # 0.99-1.0 with vectorised kernels, 0.988 with ATen's plain C++ ones; an untrained model: ~0.03
+    assert greedy_token_accuracy(model, tokenizer, valid_data) >= 0.97
 
 
 def test_resuming_gives_the_same_weights_as_training_straight(copy_task, tmp_path):
