@@ -25,13 +25,19 @@ def browser():
         browser.close()
 
 
+def opened(browser, url):
+    """The page at `url`, once it lists the models; -> (page, the page errors it will report)."""
+    page = browser.new_page(viewport={"width": 1000, "height": 900})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    page.wait_for_selector("#pair option", state="attached")
+    return page, errors
+
+
 def test_translate_in_the_page_and_see_the_attention(browser, en_de, tmp_path):
     with serving([en_de]) as url:
-        page = browser.new_page(viewport={"width": 1000, "height": 900})
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(url)
-        page.wait_for_selector("#pair option", state="attached")
+        page, errors = opened(browser, url)
         assert page.inner_text("#pair") == "en → de"
         page.fill("#text", "a b c d e")
         page.fill("#beam", "4")
@@ -59,11 +65,7 @@ def test_translate_html_and_a_file_in_the_page(browser, en_de, tmp_path):
     """HTML in the page: the translated markup shown as text and drawn in a sandboxed frame; a file
     sent with the file picker comes back as a download of the same kind."""
     with serving([en_de]) as url:
-        page = browser.new_page(viewport={"width": 1000, "height": 900})
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(url)
-        page.wait_for_selector("#pair option", state="attached")
+        page, errors = opened(browser, url)
         html = '<p>a b c. <b>d e</b> f g.</p><ul><li>h i j</li></ul>'
         page.select_option("#format", "html")
         page.fill("#text", html)

@@ -38,6 +38,14 @@ class LibreTranslateRequest(BaseModel):
 
 def router(service: Service) -> APIRouter:
     api = APIRouter()
+    _text_routes(api, service)
+    _file_routes(api, service)
+    _info_routes(api, service)
+    return api
+
+
+def _text_routes(api: APIRouter, service: Service) -> None:
+    """`POST /translate` and `POST /detect`."""
     schema = {"schema": LibreTranslateRequest.model_json_schema()}
 
     @api.post("/translate", summary="LibreTranslate's translate: q (a text or a list), source, target",
@@ -67,18 +75,25 @@ def router(service: Service) -> APIRouter:
             answer = {k: v[0] for k, v in answer.items()}
         return answer
 
+    @api.post("/detect", summary="LibreTranslate's detect: the languages of q, most likely first")
+    async def detect(request: Request) -> list[dict[str, Any]]:
+        data = await read_body(request, ("q",))
+        texts = [data["q"]] if isinstance(data["q"], str) else data["q"]
+        key = data.get("api_key")
+        if not (isinstance(texts, list) and all(isinstance(t, str) for t in texts)):
+            raise Problem(422, "q: must be a text or a list of texts")
+        service.admit(request, key if isinstance(key, str) else None)
+        return [language_json(code, confidence) for code, confidence in service.detect(texts)]
+
+
+def _file_routes(api: APIRouter, service: Service) -> None:
+    """`POST /translate_file` and `GET /download_file/NAME`."""
+
     @api.post("/translate_file", summary="LibreTranslate's translate_file: a .txt, .html, .srt or .docx "
                                          "file (multipart: file, source, target); -> translatedFileUrl")
     async def translate_file(request: Request) -> dict[str, Any]:
         form = await request.form()
-        upload = form.get("file")
-        if upload is None or isinstance(upload, str):
-            raise Problem(400, "Invalid request: missing file parameter")
-        for name in ("source", "target"):
-            if not form.get(name):
-                raise Problem(400, f"Invalid request: missing {name} parameter")
-        if not upload.filename:
-            raise Problem(400, "Invalid request: empty file")
+        upload = uploaded(form)
         key = form.get("api_key")
         service.admit(request, key if isinstance(key, str) else None)
         try:
@@ -108,15 +123,9 @@ def router(service: Service) -> APIRouter:
         return Response(data, media_type=kind,
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
-    @api.post("/detect", summary="LibreTranslate's detect: the languages of q, most likely first")
-    async def detect(request: Request) -> list[dict[str, Any]]:
-        data = await read_body(request, ("q",))
-        texts = [data["q"]] if isinstance(data["q"], str) else data["q"]
-        key = data.get("api_key")
-        if not (isinstance(texts, list) and all(isinstance(t, str) for t in texts)):
-            raise Problem(422, "q: must be a text or a list of texts")
-        service.admit(request, key if isinstance(key, str) else None)
-        return [language_json(code, confidence) for code, confidence in service.detect(texts)]
+
+def _info_routes(api: APIRouter, service: Service) -> None:
+    """`GET /languages`, `GET /frontend/settings` and `POST /suggest`."""
 
     @api.get("/languages", summary="LibreTranslate's languages: each source and its targets")
     async def languages() -> list[dict[str, Any]]:
@@ -139,7 +148,19 @@ def router(service: Service) -> APIRouter:
     async def suggest() -> None:
         raise Problem(403, "Suggestions are disabled on this server.")
 
-    return api
+
+def uploaded(form: Any) -> Any:
+    """The uploaded file of a /translate_file form, once its fields are there (400 as
+    LibreTranslate words it)."""
+    upload = form.get("file")
+    if upload is None or isinstance(upload, str):
+        raise Problem(400, "Invalid request: missing file parameter")
+    for name in ("source", "target"):
+        if not form.get(name):
+            raise Problem(400, f"Invalid request: missing {name} parameter")
+    if not upload.filename:
+        raise Problem(400, "Invalid request: empty file")
+    return upload
 
 
 async def read_body(request: Request, required: tuple[str, ...]) -> dict[str, Any]:

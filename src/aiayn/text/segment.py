@@ -9,11 +9,12 @@ into its sentences before the search and put back together after it, with its ow
 
 Lines are kept exactly: each line is cut on its own. Within a line, sentencex (Wikimedia's
 segmenter: about 300 languages, its own abbreviation lists, every character of the text kept)
-finds the sentences, and three corrections of ours mend what it gets wrong on the hard cases of
+finds the sentences, and four corrections of ours mend what it gets wrong on the hard cases of
 tests/text/test_segment.py: an initial or one-letter abbreviation ("M. Dupont", "J. K. Rowling")
 never ends a sentence; in languages that write ordinals with a full stop ("am 19. Mai") a number
-of up to three digits and its stop do not either; and "?!" ends one before a capital letter. The
-choice, measured: docs/text.md.
+of up to three digits and its stop do not either; "?!" ends one before a capital letter; and so
+does a lower-case word with a full stop ("a work of art. Busy ..."), where nouns are not
+capitalised. The choice, measured: docs/text.md.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ DOT_ORDINALS = frozenset({"de", "da", "nb", "nn", "no", "fi", "cs", "sk", "pl", 
 _INITIAL = re.compile(r"(?:^|[\s(\[«„“\"'])[^\W\d_]\.\s*$")  # "M. ", "(J. "
 _ORDINAL = re.compile(r"(?:^|\s)\d{1,3}\.\s*$")  # "am 19. "
 _AFTER_INTERROBANG = re.compile(r"(?:\?!|!\?)[\"'”“»)\]]*\s+(?=[\"'“„«(\[]?[^\W\d_])")
+# A lower-case word and a full stop: sentencex takes some for abbreviations ("art. Busy" was kept
+# whole); before a capital, in a language that does not capitalise its nouns, it ends a sentence.
+_AFTER_WORD_STOP = re.compile(r"(?<![\w.'’-])([^\W\d_]{3,})\.[\"'”“»)\]]*\s+(?=[\"'“„«(\[]?[^\W\d_])")
+CAPITALISED_NOUNS = frozenset({"de", "lb", "gsw", "bar"})
 
 
 @dataclass(frozen=True)
@@ -124,14 +129,18 @@ def _sentences(line: str, lang: str) -> list[str]:
             merged[-1] += piece
         else:
             merged.append(piece)
-    return [part for piece in merged for part in _split_interrobangs(piece)]
+    return [part for piece in merged for part in _split_missed(piece, lang)]
 
 
-def _split_interrobangs(piece: str) -> list[str]:
-    """`piece` cut after each "?!" or "!?" that a capital letter follows."""
+def _split_missed(piece: str, lang: str) -> list[str]:
+    """`piece` cut where a capital letter follows "?!" or "!?", or (see _AFTER_WORD_STOP) a
+    lower-case word and a full stop."""
+    ends = [m for m in _AFTER_INTERROBANG.finditer(piece)]
+    if lang not in CAPITALISED_NOUNS:
+        ends += [m for m in _AFTER_WORD_STOP.finditer(piece) if m.group(1).islower()]
     parts, start = [], 0
-    for m in _AFTER_INTERROBANG.finditer(piece):
-        if piece[m.end()].isupper() or piece[m.end() + 1:m.end() + 2].isupper():
+    for m in sorted(ends, key=lambda m: m.end()):
+        if m.end() > start and (piece[m.end()].isupper() or piece[m.end() + 1:m.end() + 2].isupper()):
             parts.append(piece[start:m.end()])
             start = m.end()
     return parts + [piece[start:]]
