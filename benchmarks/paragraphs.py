@@ -7,7 +7,8 @@ The test set's sentences that end with a full stop, "!" or "?" (a segmenter cann
 of one that does not) are put together three at a time, as one paragraph ("S1 S2 S3") and as two
 ("S1 S2\\n\\nS3"). Each kind of text is translated by `Translator.translate`, cut into sentences;
 the sentences are also translated one per line without cutting. Prints how many texts equal their
-sentences' translations joined, and sentences per second of each, in one process, alternating.
+sentences' translations joined, and sentences per second of each, in one process, timed chunk by
+chunk with the kinds alternating (robust to another process's load).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pathlib import Path
 
 from aiayn.data.corpora import load_corpus
 from aiayn.translation import load_translator
+
+CHUNK = 32  # texts timed at a time
 
 
 def texts_of(sentences: list[str]) -> dict[str, tuple[list[str], list[list[int]]]]:
@@ -68,18 +71,28 @@ def report(translator, sentences: list[str], repeats: int) -> None:
         out = [t.text for t in translator.translate(texts)]
         same = sum(o == joined(kind, [one_by_one[j] for j in g]) for o, g in zip(out, groups, strict=True))
         print(f"| {kind} | {same} of {len(texts)} |")
-    seconds: dict[str, list[float]] = {"one sentence per line": [], **{k: [] for k in kinds}}
-    for _ in range(repeats):  # alternating, so a busy moment of the machine hits every kind alike
-        for kind in seconds:
-            texts = lines if kind == "one sentence per line" else kinds[kind][0]
-            start = time.perf_counter()
-            translator.translate(texts)
-            seconds[kind].append(time.perf_counter() - start)
-    base = n / min(seconds["one sentence per line"])
-    print(f"\n| input | sentences/s (best of {repeats}) | against one per line |")
+    # Timed a chunk of CHUNK texts at a time, the kinds one after another in alternating order, so
+    # that a busy moment of the machine (another process) falls on every kind alike; each kind's
+    # time is the sum over chunks of its best of `repeats`.
+    best: dict[str, list[float]] = {"one sentence per line": [], **{k: [] for k in kinds}}
+    chunks = range(0, len(kinds["one paragraph"][0]), CHUNK)
+    for c, start in enumerate(chunks):
+        times: dict[str, list[float]] = {kind: [] for kind in best}
+        for r in range(repeats):
+            for kind in (list(best) if (c + r) % 2 == 0 else list(best)[::-1]):
+                texts = (lines[3 * start:3 * (start + CHUNK)] if kind == "one sentence per line"
+                         else kinds[kind][0][start:start + CHUNK])
+                began = time.perf_counter()
+                translator.translate(texts)
+                times[kind].append(time.perf_counter() - began)
+        for kind in best:
+            best[kind].append(min(times[kind]))
+    base = n / sum(best["one sentence per line"])
+    print(f"\n| input | sentences/s (chunks of {3 * CHUNK} sentences, best of {repeats} each) "
+          f"| against one per line |")
     print("|---|---|---|")
-    for kind, times in seconds.items():
-        speed = n / min(times)
+    for kind, times_ in best.items():
+        speed = n / sum(times_)
         print(f"| {kind} | {speed:.1f} | {speed / base:.3f}x |")
 
 
