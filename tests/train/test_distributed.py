@@ -30,7 +30,11 @@ OPTIONS = ["--preset", "tiny", "--batch-tokens", "256", "--update-tokens", "600"
 # No dropout, so the ranks' random streams do not matter; and Adam's epsilon raised from 1e-9: some
 # gradients are mathematically zero (the key bias's: softmax ignores a constant added to every key)
 # and only rounding noise, which Adam with a tiny epsilon turns into full-size steps of either sign.
-TOLERANCE = 2e-4  # weights of one process against two (see the test below)
+# Sums in another order differ by float rounding, which Adam's normalised steps carry into the
+# weights: with ATen's plain C++ kernels up to 2.3% of one update (7e-4 against 3e-2), 1e-7 with its
+# vectorised ones. A wrong batch or a wrong average moves them by the size of an update.
+TOLERANCE = 0.1  # of the last update's largest change, tensor by tensor
+KEEP_LAST_TWO = ["--save-every", "1", "--keep-checkpoints", "2"]
 NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0", "--adam-eps", "1e-4"]
 
 
@@ -70,6 +74,15 @@ def assert_close(a: dict, b: dict, atol: float) -> None:
         assert torch.allclose(x, b[name], atol=atol, rtol=0), (name, (x - b[name]).abs().max())
 
 
+def assert_same_updates(run: Path, other: Path) -> None:
+    """The weights of `other` differ from `run`'s by a small part of `run`'s last update."""
+    last = weights(run)
+    before = checkpoint.load(checkpoint.step_checkpoints(run)[-2]).model.state_dict()
+    for name, x in weights(other).items():
+        update = (last[name] - before[name]).abs().max()
+        assert (x - last[name]).abs().max() <= TOLERANCE * update, (name, (x - last[name]).abs().max(), update)
+
+
 def test_each_rank_takes_every_other_batch_and_a_filler_evens_the_shares():
     assert share([10, 11, 12], Ranks(0, 2)) == [(10, True), (12, True)]
     assert share([10, 11, 12], Ranks(1, 2)) == [(11, True), (10, False)]
@@ -95,11 +108,9 @@ def test_two_ranks_make_the_updates_of_one_process_accumulating_the_same_batches
     args = ["--data", str(data_dir), *OPTIONS, *NO_DROPOUT, "--max-steps", "6"]
     groups = [g for _, g, _ in first_updates(6, MappedCorpus(data_dir / "train", 256).lengths(), 256, 600)]
     assert any(len(g) % 2 for g in groups)  # so a filler is exercised
-    train(1, *args, "--out", str(tmp_path / "one"))
+    train(1, *args, *KEEP_LAST_TWO, "--out", str(tmp_path / "one"))
     result = train(2, *args, "--out", str(tmp_path / "two"))
-    # Sums in another order differ by float rounding, which Adam's normalised steps carry into the
-    # weights (4e-5 with ATen's plain C++ kernels); one update moves them by about 1e-2.
-    assert_close(weights(tmp_path / "one"), weights(tmp_path / "two"), atol=TOLERANCE)
+    assert_same_updates(tmp_path / "one", tmp_path / "two")
     assert result.stdout.count("saved ") == 1  # rank 0 speaks for both
     assert "2 processes (torchrun)" in result.stdout
 
@@ -112,10 +123,10 @@ def test_a_two_rank_run_resumes_exactly_also_with_another_number_of_ranks(tmp_pa
     assert_close(weights(tmp_path / "straight"), weights(tmp_path / "stopped"), atol=0)
     # Without dropout, one process resuming a 2-rank run continues the same updates.
     args = [*args, *NO_DROPOUT]
-    train(2, *args, "--max-steps", "6", "--out", str(tmp_path / "two"))
+    train(2, *args, *KEEP_LAST_TWO, "--max-steps", "6", "--out", str(tmp_path / "two"))
     train(2, *args, "--max-steps", "3", "--out", str(tmp_path / "two-then-one"))
     train(1, "--resume", "--max-steps", "6", "--out", str(tmp_path / "two-then-one"))
-    assert_close(weights(tmp_path / "two"), weights(tmp_path / "two-then-one"), atol=TOLERANCE)
+    assert_same_updates(tmp_path / "two", tmp_path / "two-then-one")
 
 
 def rank_pid(launcher: subprocess.Popen, rank: int) -> int | None:
