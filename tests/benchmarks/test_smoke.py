@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import HANG_S
+
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
@@ -22,7 +24,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 ])
 def test_benchmark_smoke_mode_runs(script, expect):
     done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--smoke"], capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=HANG_S)
     assert done.returncode == 0, done.stderr[-2000:]
     for row in expect:
         assert row in done.stdout

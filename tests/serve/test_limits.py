@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import HANG_S
+
 from .conftest import Gated, free_port, serving
 
 
@@ -36,7 +38,7 @@ def server(en_de):
 
 def still_translates(url):
     """The server translates a sentence right (the test model reverses letters)."""
-    answer = httpx.post(f"{url}/v1/translate", json={"text": "a b c"}, timeout=60)
+    answer = httpx.post(f"{url}/v1/translate", json={"text": "a b c"}, timeout=HANG_S)
     assert answer.status_code == 200 and answer.json()["translations"][0]["text"] == "c b a"
 
 
@@ -104,7 +106,7 @@ def test_any_json_gets_an_answer_never_a_500(server, path_and_body):
     a translation or a JSON error (4xx), never a server error; and the server goes on translating."""
     path, body = path_and_body
     answer = httpx.post(f"{server}{path}", content=json.dumps(body).encode(),
-                        headers={"Content-Type": "application/json"}, timeout=60)
+                        headers={"Content-Type": "application/json"}, timeout=HANG_S)
     assert answer.status_code == 200 or 400 <= answer.status_code < 500, (answer.status_code, answer.text)
     assert answer.status_code == 200 or isinstance(answer.json()["error"], str)
     still_translates(server)
@@ -156,9 +158,9 @@ def test_api_keys(en_de):
 
 def test_a_full_queue_answers_503_with_retry_after(en_de):
     gated = Gated(en_de)
-    with serving([gated], max_queue=4) as url, httpx.Client(timeout=60) as client:
+    with serving([gated], max_queue=4) as url, httpx.Client(timeout=HANG_S) as client:
         async def scenario():
-            async with httpx.AsyncClient(timeout=60) as a:
+            async with httpx.AsyncClient(timeout=HANG_S) as a:
                 held = asyncio.create_task(a.post(f"{url}/v1/translate", json={"text": "WAIT a"}))
                 await asyncio.to_thread(gated.holding.wait, 30)  # the worker is busy
                 queued = asyncio.create_task(a.post(f"{url}/v1/translate", json={"text": ["a", "b", "c"]}))
@@ -178,7 +180,7 @@ def test_a_request_past_its_timeout_gets_504_and_its_sentences_leave(en_de):
     gated = Gated(en_de)
     with serving([gated], timeout=0.5) as url:
         async def scenario():
-            async with httpx.AsyncClient(timeout=60) as a:
+            async with httpx.AsyncClient(timeout=HANG_S) as a:
                 held = asyncio.create_task(a.post(f"{url}/v1/translate", json={"text": "WAIT a"}))
                 await asyncio.to_thread(gated.holding.wait, 30)
                 late = await a.post(f"{url}/v1/translate", json={"text": "late one"})
@@ -196,7 +198,7 @@ def test_a_client_that_goes_away_has_its_sentences_withdrawn(en_de):
     gated = Gated(en_de)
     with serving([gated]) as url:
         async def scenario():
-            async with httpx.AsyncClient(timeout=60) as a:
+            async with httpx.AsyncClient(timeout=HANG_S) as a:
                 held = asyncio.create_task(a.post(f"{url}/v1/translate", json={"text": "WAIT a"}))
                 await asyncio.to_thread(gated.holding.wait, 30)
                 sent = asyncio.create_task(a.post(f"{url}/v1/translate", json={"text": "gone away"}))
@@ -256,7 +258,7 @@ def test_sigterm_finishes_the_requests_in_flight_then_exits(trained_run):
                 await rest.wait()
                 yield b' c"}'
 
-            async with httpx.AsyncClient(timeout=60) as client:
+            async with httpx.AsyncClient(timeout=HANG_S) as client:
                 in_flight = asyncio.create_task(client.post(
                     f"{url}/v1/translate", content=body(), headers={"Content-Type": "application/json"}))
                 in_progress = 'aiayn_requests_in_progress{endpoint="/v1/translate"}'
@@ -280,13 +282,13 @@ def test_sigterm_finishes_the_requests_in_flight_then_exits(trained_run):
 def _answers(url, status=None):
     """Whether a new connection to the server gets an answer (with `status`, if given)."""
     try:
-        return status in (None, httpx.get(url, timeout=10).status_code)
+        return status in (None, httpx.get(url, timeout=HANG_S).status_code)
     except httpx.TransportError:
         return False
 
 
 def _metric(url, name):
-    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
+    for line in httpx.get(f"{url}/metrics", timeout=HANG_S).text.splitlines():
         if line.startswith(name + " "):
             return float(line.rsplit(" ", 1)[1])
     return None

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import HANG_S
+
 from .conftest import serving
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -43,7 +45,7 @@ def test_translate_in_the_page_and_see_the_attention(browser, en_de, tmp_path):
         page.fill("#beam", "4")
         page.fill("#nbest", "3")
         page.click("#translate")
-        page.wait_for_selector("table.heat td", timeout=60_000)
+        page.wait_for_selector("table.heat td", timeout=HANG_S * 1000)
         expected = en_de.translate(["a b c d e"], beam_size=4, nbest=3)[0]
         assert page.inner_text("#translation").startswith(expected.text)
         assert page.locator("#alternatives li").count() == len(expected.alternatives) == 2
@@ -70,7 +72,7 @@ def test_translate_html_and_a_file_in_the_page(browser, en_de, tmp_path):
         page.select_option("#format", "html")
         page.fill("#text", html)
         page.click("#translate")
-        page.wait_for_selector("#preview:not([hidden])", timeout=60_000)
+        page.wait_for_selector("#preview:not([hidden])", timeout=HANG_S * 1000)
         expected = en_de.translate([html], format="html")[0].text
         assert page.inner_text("#translation").startswith(expected)
         frame = page.frame_locator("#preview")
@@ -81,7 +83,7 @@ def test_translate_html_and_a_file_in_the_page(browser, en_de, tmp_path):
         notes.write_text("a b c\nd e f g\n")
         page.set_input_files("#file", str(notes))
         page.click("#translate-file")
-        page.wait_for_selector("#download:not([hidden])", timeout=60_000)
+        page.wait_for_selector("#download:not([hidden])", timeout=HANG_S * 1000)
         with page.expect_download() as download:
             page.click("#download")
         saved = tmp_path / "translated.txt"

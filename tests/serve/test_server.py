@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from aiayn.translation import load_translator
+from tests.conftest import HANG_S
 
 from .conftest import serving
 
@@ -22,7 +23,7 @@ def server(en_de, de_en_run):
 
 
 def post(url, path, **json):
-    return httpx.post(f"{url}{path}", json=json, timeout=60)
+    return httpx.post(f"{url}{path}", json=json, timeout=HANG_S)
 
 
 def test_health_ready_docs_and_languages(server):
@@ -55,7 +56,7 @@ def test_concurrent_requests_share_searches_and_get_what_they_would_alone(server
     before = _metric(server, "aiayn_batch_requests_sum"), _metric(server, "aiayn_batch_requests_count")
 
     async def send_all():
-        async with httpx.AsyncClient(timeout=60) as client:
+        async with httpx.AsyncClient(timeout=HANG_S) as client:
             answers = await asyncio.gather(*(client.post(f"{server}/v1/translate", json={
                 "text": s, "source": "en", "target": "de"}) for s in SENTENCES))
         return [a.json()["translations"][0]["text"] for a in answers]
@@ -176,7 +177,7 @@ def test_files_translate_and_download_with_their_structure(server, en_de):
     }
     for name, (data, expected) in files.items():
         answer = httpx.post(f"{server}/translate_file", data={"source": "en", "target": "de"},
-                            files={"file": (name, data)}, timeout=60)
+                            files={"file": (name, data)}, timeout=HANG_S)
         assert answer.status_code == 200, answer.text
         url = answer.json()["translatedFileUrl"]
         assert url.startswith(f"{server}/download_file/") and url.endswith(name)
@@ -235,7 +236,7 @@ def test_the_readme_curl_example(server):
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     body = re.search(r"curl -s localhost:8000/v1/translate .*?-d '(.*?)'", readme, re.S)[1]
-    answer = httpx.post(f"{server}/v1/translate", json=json.loads(body), timeout=60)
+    answer = httpx.post(f"{server}/v1/translate", json=json.loads(body), timeout=HANG_S)
     assert answer.status_code == 200
     translations = answer.json()["translations"]
     assert len(translations) == 1 and len(translations[0]["alternatives"]) == 1

@@ -4,6 +4,7 @@ import httpx
 import torch._dynamo.utils
 
 from aiayn.translation import load_translator
+from tests.conftest import HANG_S
 
 from .conftest import serving
 
@@ -16,6 +17,6 @@ def test_no_request_compiles_after_ready(trained_run):
         assert compiled > 0  # the warm-up compiled
         for n in (1, 12, 16, 9):  # batches run at 8 and 16 sentences, some finishing early
             texts = [" ".join("abcdefgh"[: 1 + (i * 3) % 8]) for i in range(n)]
-            answer = httpx.post(f"{url}/v1/translate", json={"text": texts}, timeout=120)
+            answer = httpx.post(f"{url}/v1/translate", json={"text": texts}, timeout=HANG_S)
             assert answer.status_code == 200
         assert graphs["unique_graphs"] == compiled

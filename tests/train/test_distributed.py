@@ -79,8 +79,8 @@ def assert_same_updates(run: Path, other: Path) -> None:
     last = weights(run)
     before = checkpoint.load(checkpoint.step_checkpoints(run)[-2]).model.state_dict()
     for name, x in weights(other).items():
-        update = (last[name] - before[name]).abs().max()
-        assert (x - last[name]).abs().max() <= TOLERANCE * update, (name, (x - last[name]).abs().max(), update)
+        difference, update = (x - last[name]).abs().max(), (last[name] - before[name]).abs().max()
+        assert difference <= TOLERANCE * update, (name, difference, update)
 
 
 def test_each_rank_takes_every_other_batch_and_a_filler_evens_the_shares():
