@@ -1,4 +1,5 @@
-"""`aiayn export ctranslate2`: write a model in CTranslate2's format for fast CPU and GPU inference."""
+"""`aiayn export ctranslate2|argos`: write a model in CTranslate2's format for fast CPU and GPU
+inference, or as an Argos Translate package that LibreTranslate installs."""
 
 from __future__ import annotations
 
@@ -6,19 +7,22 @@ import argparse
 
 from aiayn.cli.options import positive_int
 from aiayn.files import check_out
-from aiayn.interop.ctranslate2 import export, is_ctranslate2_dir
+from aiayn.interop import argos, ctranslate2
 from aiayn.translation import load_model, max_source_len
 
 
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
     p = commands.add_parser(
-        name, help="export a model to CTranslate2",
+        name, help="export a model to CTranslate2 or an Argos Translate package",
         description="Export a checkpoint (or Marian directory) to a CTranslate2 model directory, with "
-                    "its tokenizer, for `aiayn translate --engine ctranslate2`. Needs the ctranslate2 "
-                    "package (pip install ctranslate2).")
-    p.add_argument("format", choices=("ctranslate2",), help="the format to write")
+                    "its tokenizer, for `aiayn translate --engine ctranslate2` (needs ctranslate2: pip "
+                    "install 'aiayn[interop]'); or an aiayn model to an Argos Translate package "
+                    "(OUT.argosmodel) that Argos Translate and LibreTranslate install (needs ctranslate2 "
+                    "and spacy: pip install 'aiayn[argos]'; docs/libretranslate.md).")
+    p.add_argument("format", choices=("ctranslate2", "argos"), help="the format to write")
     p.add_argument("checkpoint", help="checkpoint, run directory (its newest checkpoint) or Marian directory")
-    p.add_argument("out", help="directory to write: new, empty, or an earlier CTranslate2 export")
+    p.add_argument("out", help="ctranslate2: a directory, new, empty or an earlier CTranslate2 export; "
+                               "argos: a file NAME.argosmodel, new or an earlier package")
     p.add_argument("--force", action="store_true",
                    help="replace OUT even if it holds something else (never a training run)")
     p.add_argument("--quantization", default=None, metavar="TYPE",
@@ -26,12 +30,23 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                         "--compute-type at translation time can also quantize on load")
     p.add_argument("--max-positions", type=positive_int, default=1024, metavar="INT",
                    help="longest sequence the exported position table covers (default: 1024)")
+    p.add_argument("--package-version", default="1.0", metavar="VERSION",
+                   help="argos: the package's version, which Argos Translate compares when it updates "
+                        "(default: 1.0)")
 
 
 def run(args: argparse.Namespace) -> int:
-    check_out(args.out, "CTranslate2 model", is_ctranslate2_dir, args.force)  # before loading
+    if args.format == "argos":
+        argos.check_out(args.out, args.force)  # before loading
+    else:
+        check_out(args.out, "CTranslate2 model", ctranslate2.is_ctranslate2_dir, args.force)
     loaded = load_model(args.checkpoint)
-    out = export(loaded.model, loaded.tokenizer, args.out, args.quantization, args.max_positions,
-                 (loaded.src_lang, loaded.tgt_lang), args.force, max_source_len(loaded))
+    languages = loaded.src_lang, loaded.tgt_lang
+    if args.format == "argos":
+        out = argos.export(loaded.model, loaded.tokenizer, args.out, languages, args.package_version,
+                           args.quantization, args.max_positions, max_source_len(loaded), args.force)
+    else:
+        out = ctranslate2.export(loaded.model, loaded.tokenizer, args.out, args.quantization,
+                                 args.max_positions, languages, args.force, max_source_len(loaded))
     print(f"wrote {out}")
     return 0

@@ -15,11 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from aiayn.serve.errors import Problem, validation_message
 from aiayn.serve.service import Service
 from aiayn.text import documents
-
-LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "es": "Spanish",
-                  "it": "Italian", "nl": "Dutch", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian",
-                  "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "ar": "Arabic", "tr": "Turkish"}
-
+from aiayn.text.detect import LANGUAGE_NAMES
 
 FILE_CHUNK = 64  # texts of a file queued at once
 

@@ -12,6 +12,11 @@ from collections.abc import Sequence
 
 from aiayn.errors import AiaynError
 
+# English names of ISO 639-1 codes, for LibreTranslate's /languages and Argos Translate packages
+LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "es": "Spanish",
+                  "it": "Italian", "nl": "Dutch", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian",
+                  "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "ar": "Arabic", "tr": "Turkish"}
+
 
 class DetectionError(AiaynError, ValueError):
     """A language the detector does not know."""
