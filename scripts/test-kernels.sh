@@ -5,6 +5,8 @@
 #
 #   bash scripts/test-kernels.sh                  # every setting, the whole suite
 #   bash scripts/test-kernels.sh tests/serve -x   # arguments go to pytest
+#   KERNELS="ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2" bash scripts/test-kernels.sh   # some only
+#                                                 # (after CI, which ran the default one)
 #
 # Prints one summary line per setting, and the tests that failed under it; exits 1 if any failed.
 set -uo pipefail
@@ -13,7 +15,8 @@ cd "$(dirname "$0")/.."
 
 status=0
 log=$(mktemp)
-for setting in "" ATEN_CPU_CAPABILITY=avx2 ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=AVX2; do
+for setting in ${KERNELS:-default ATEN_CPU_CAPABILITY=avx2 ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=AVX2}; do
+    [ "$setting" = default ] && setting=""
     kernels=$(env $setting .venv/bin/python -c "import torch; print(torch.backends.cpu.get_cpu_capability())")
     # A compile cache of its own: TorchInductor's is not keyed by ATEN_CPU_CAPABILITY, and code
     # compiled under one setting fails to build under another.
