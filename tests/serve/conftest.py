@@ -16,6 +16,7 @@ import uvicorn  # noqa: E402
 from aiayn.config import ServeConfig  # noqa: E402
 from aiayn.serve.app import create_app  # noqa: E402
 from aiayn.translation import Translator, load_translator  # noqa: E402
+from tests.conftest import HANG_S  # noqa: E402
 
 
 def free_port() -> int:
@@ -34,7 +35,7 @@ def serving(translators, api_keys=(), wait_ready=True, **options):
     thread.start()
     url = f"http://127.0.0.1:{config.port}"
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + HANG_S
         while not server.started:
             assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
             time.sleep(0.02)
@@ -59,7 +60,7 @@ class Gated(Translator):
         self.searched.extend(texts)
         if any("WAIT" in t for t in texts):
             self.holding.set()
-            self.gate.wait(30)
+            self.gate.wait(HANG_S)
         return super().translate(texts, **options)
 
 

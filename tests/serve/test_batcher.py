@@ -11,6 +11,7 @@ from aiayn.decoding.translator import Translation
 from aiayn.serve.batcher import Batcher, QueueFull, Search
 from aiayn.text.segment import Parts
 from aiayn.translation import Segments
+from tests.conftest import HANG_S
 
 
 class Recorder:
@@ -21,7 +22,7 @@ class Recorder:
         self.hold.set()
 
     def translate(self, texts, segments=None, attention=False, **options):
-        self.hold.wait(10)
+        self.hold.wait(HANG_S)
         self.searches.append((list(texts), options))
         return [Translation(t.upper(), 0.0, 0.0, [1] * len(t)) for t in texts]
 

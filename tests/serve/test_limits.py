@@ -162,7 +162,7 @@ def test_a_full_queue_answers_503_with_retry_after(en_de):
         async def scenario():
             async with httpx.AsyncClient(timeout=HANG_S) as a:
                 held = asyncio.create_task(a.post(f"{url}/v1/translate", json={"text": "WAIT a"}))
-                await asyncio.to_thread(gated.holding.wait, 30)  # the worker is busy
+                await asyncio.to_thread(gated.holding.wait, HANG_S)  # the worker is busy
                 queued = asyncio.create_task(a.post(f"{url}/v1/translate", json={"text": ["a", "b", "c"]}))
                 await queued_becomes(url, 3)
                 full = await a.post(f"{url}/v1/translate", json={"text": ["d", "e"]})
@@ -182,7 +182,7 @@ def test_a_request_past_its_timeout_gets_504_and_its_sentences_leave(en_de):
         async def scenario():
             async with httpx.AsyncClient(timeout=HANG_S) as a:
                 held = asyncio.create_task(a.post(f"{url}/v1/translate", json={"text": "WAIT a"}))
-                await asyncio.to_thread(gated.holding.wait, 30)
+                await asyncio.to_thread(gated.holding.wait, HANG_S)
                 late = await a.post(f"{url}/v1/translate", json={"text": "late one"})
                 gated.gate.set()
                 return late, await held
@@ -200,7 +200,7 @@ def test_a_client_that_goes_away_has_its_sentences_withdrawn(en_de):
         async def scenario():
             async with httpx.AsyncClient(timeout=HANG_S) as a:
                 held = asyncio.create_task(a.post(f"{url}/v1/translate", json={"text": "WAIT a"}))
-                await asyncio.to_thread(gated.holding.wait, 30)
+                await asyncio.to_thread(gated.holding.wait, HANG_S)
                 sent = asyncio.create_task(a.post(f"{url}/v1/translate", json={"text": "gone away"}))
                 await queued_becomes(url, 1)
                 sent.cancel()  # the client goes away
@@ -221,7 +221,7 @@ def test_requests_before_warm_up_ends_get_503(en_de):
     release = gated.gate
 
     def slow_warm_up(texts, **options):
-        release.wait(30)
+        release.wait(HANG_S)
         return gated.translate_first(texts, **options)
 
     gated.translate = slow_warm_up
@@ -231,7 +231,7 @@ def test_requests_before_warm_up_ends_get_503(en_de):
         early = httpx.post(f"{url}/v1/translate", json={"text": "a"})
         assert early.status_code == 503 and early.headers["Retry-After"] == "1"
         release.set()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + HANG_S
         while httpx.get(f"{url}/ready").status_code != 200:
             assert time.monotonic() < deadline
             time.sleep(0.05)
@@ -245,7 +245,7 @@ def test_sigterm_finishes_the_requests_in_flight_then_exits(trained_run):
     server = subprocess.Popen([sys.executable, "-m", "aiayn", "serve", str(trained_run), "--port", str(port),
                                "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 120
+        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + HANG_S
         while not _answers(f"{url}/ready", 200):
             assert server.poll() is None and time.monotonic() < deadline, server.stdout.read()
             time.sleep(0.1)
@@ -273,7 +273,7 @@ def test_sigterm_finishes_the_requests_in_flight_then_exits(trained_run):
         answer = asyncio.run(scenario())
         assert answer.status_code == 200 and answer.json()["translations"][0]["text"] == "c b a"
         # uvicorn, once drained, exits by the signal it caught (older versions exit 0)
-        assert server.wait(30) in (0, -signal.SIGTERM)
+        assert server.wait(HANG_S) in (0, -signal.SIGTERM)
     finally:
         if server.poll() is None:
             server.kill()

@@ -14,7 +14,7 @@ A package is a zip archive of one directory, `translate-SRC_TGT-VERSION/`, holdi
 
 Argos Translate translates each line of a text, split into sentences, with beam 4 and a plain length
 penalty of 0.2 (|Y|^0.2): `aiayn translate --beam-size 4 --length-penalty 0.2 --penalty-form plain`
-gives the same translations (tests/interop/test_argos.py).
+gives the same translations (docs/libretranslate.md).
 """
 
 from __future__ import annotations
