@@ -63,7 +63,7 @@ def check_writable(path: Path) -> None:
         raise OutputError(f"{path}: permission denied")
 
 
-def write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes | memoryview) -> None:
     """`data` as the file `path`: written beside it and renamed over it, so a crash or a full disk
     leaves the old file (or none), never half of the new one."""
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"

@@ -29,6 +29,7 @@ from aiayn import files
 from aiayn.config import DataConfig
 from aiayn.interop import ConversionError, ctranslate2, require
 from aiayn.model import Transformer
+from aiayn.text.detect import LANGUAGE_NAMES
 from aiayn.tokenizer import Tokenizer
 
 SUFFIX = ".argosmodel"
@@ -57,8 +58,8 @@ def check_out(out: str | Path, force: bool = False) -> None:
         raise ConversionError(f"{out}: an Argos Translate package's name ends in {SUFFIX}")
     files.check_writable(out)
     if out.exists() and not force and not is_package(out):
-        raise files.OutputError(f"{out} exists and is not an Argos Translate package: choose a new name, or "
-                          "pass --force to replace it")
+        raise files.OutputError(f"{out} exists and is not an Argos Translate package: choose a new name, "
+                                "or pass --force to replace it")
 
 
 def export(model: Transformer, tokenizer: Tokenizer, out: str | Path, languages: tuple[str, str],
@@ -75,8 +76,6 @@ def export(model: Transformer, tokenizer: Tokenizer, out: str | Path, languages:
         raise ConversionError("an Argos Translate package has one SentencePiece model for both languages; "
                               "this model has one per language")
     spacy = require("spacy", "argos")
-    from aiayn.text.detect import LANGUAGE_NAMES
-
     name = package_name(languages, version)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / name
@@ -94,7 +93,7 @@ def export(model: Transformer, tokenizer: Tokenizer, out: str | Path, languages:
         with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
             for path in sorted(root.rglob("*")):
                 z.write(path, path.relative_to(tmp))
-    files.write_atomically(out, archive.getvalue())
+    files.write_atomically(out, archive.getbuffer())  # not a copy of it
     return out
 
 
