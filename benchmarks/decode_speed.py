@@ -21,6 +21,11 @@ would understate CTranslate2.
     python benchmarks/decode_speed.py --record         # also append to benchmarks/RESULTS.md
     python benchmarks/decode_speed.py --smoke          # seconds: keeps the script working (CI)
     python benchmarks/decode_speed.py --device cuda    # on a GPU (no int8 there)
+
+With --model RUN (a trained model), it times the real file instead, end to end, text in and text
+out, each system in processes of its own (benchmarks/real_file.py): the headline figure.
+
+    python benchmarks/decode_speed.py --model runs/quickstart --record
 """
 
 from __future__ import annotations
@@ -36,11 +41,13 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+import real_file
 import torch
 from common import (
     CPU,
     PeakMemory,
     batch_times,
+    data_dir,
     machine,
     matmul_peak_gflops,
     peak_matrix_size,
@@ -181,7 +188,12 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="passes over the batches per system, systems alternating (default: 3)")
+    parser.add_argument("--model", metavar="RUN",
+                        help="a trained model: translate the real test file end to end with `aiayn "
+                             "translate` instead, each system in processes of its own (real_file.py)")
     args = parser.parse_args()
+    if args.model:
+        return real_file_main(args)
 
     corpus, tokenizer = training_data(args.smoke)
     if args.smoke:
@@ -252,6 +264,26 @@ def main() -> None:
                "when it began); for CTranslate2, that of its own process (which loads PyTorch but no aiayn "
                "or HuggingFace model).",
                device)
+
+
+def real_file_main(args) -> None:
+    """The real file end to end (`real_file.py`); smoke: 20 synthetic sentences, two systems."""
+    threads = torch.get_num_threads()
+    data_dir()
+    if args.smoke:
+        source = load_corpus("synthetic:reverse:val", "", "").source[:20]
+        rows = real_file.run(args.model, source, threads, 1, ["aiayn float32", "ctranslate2 float32"],
+                             ("MKL (its default)",))
+    else:
+        source = load_corpus("multi30k:test_2016_flickr", "en", "de").source
+        rows = real_file.run(args.model, source, threads, args.rounds, list(real_file.SYSTEMS))
+    if args.record and not args.smoke:
+        record(f"A real file end to end: {len(source):,} sentences of test_2016_flickr, {args.model}",
+               "\n".join(rows),
+               f"`aiayn translate RUN --input FILE --output OUT {' '.join(real_file.FLAGS)} --threads "
+               f"{threads}`, each run a process of its own; translation = its time minus the median "
+               "start-up (the same command on an empty file); median of the rounds. First run: the "
+               "compiled step's first process, from an empty cache (it compiles).")
 
 
 if __name__ == "__main__":

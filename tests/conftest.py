@@ -45,6 +45,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def step_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Compiled decoder steps go to a cache of the session's own (its processes share it), never the
+    user's."""
+    path = tmp_path_factory.mktemp("aiayn-cache")
+    os.environ["AIAYN_CACHE_DIR"] = str(path)
+    return path
+
+
 @pytest.fixture
 def data_dir(monkeypatch: pytest.MonkeyPatch) -> Path:
     """The shared Multi30k data directory, as AIAYN_DATA_DIR; tests that need it skip without it."""

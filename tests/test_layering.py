@@ -28,7 +28,7 @@ def layer(module: str) -> str:
 # Which parts of aiayn each part may import; a part always imports from itself.
 ALLOWED = {
     "model": {"config", "errors"},
-    "decoding": {"config", "errors", "model", "data", "tokenizer"},
+    "decoding": {"config", "errors", "model", "data", "tokenizer", "files"},
     "checkpoint": {"config", "errors", "files", "model", "tokenizer"},
     "data": {"config", "errors", "files", "tokenizer"},
     "tokenizer": {"errors"},

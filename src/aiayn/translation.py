@@ -238,6 +238,13 @@ class Translator:
         self.src_lang, self.tgt_lang, self.description = src_lang, tgt_lang, description
         self.max_source_len = max_source_len  # source tokens of the longest sentence the model takes
 
+    @property
+    def compiled_steps(self) -> int:
+        """How many compiled decoder steps (one per row count and kind of search) this translator holds."""
+        from aiayn.decoding.compiled import graphs
+
+        return len(graphs(self.model)) if self.model is not None else 0
+
     def config(self, **options: Any) -> cfg.DecodeConfig:
         """The settings of a call: the defaults with `options` on top, checked."""
         return cfg.build(cfg.DecodeConfig, {**dataclasses.asdict(self.defaults), **options},

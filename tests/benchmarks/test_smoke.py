@@ -28,3 +28,14 @@ def test_benchmark_smoke_mode_runs(script, expect):
     assert done.returncode == 0, done.stderr[-2000:]
     for row in expect:
         assert row in done.stdout
+
+
+def test_real_file_benchmark_smoke_mode_runs(trained_run):
+    """`decode_speed.py --model RUN`: `aiayn translate` end to end, aiayn and CTranslate2 (exported by
+    `aiayn export ctranslate2`) in processes of their own."""
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "decode_speed.py"), "--model", str(trained_run),
+                           "--smoke"], capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| ")]
+    assert [row[0] for row in rows] == ["| system", "| aiayn float32", "| ctranslate2 float32"]
+    assert rows[1][6] == "1.00x" and rows[2][6].endswith("x")  # aiayn relative to each

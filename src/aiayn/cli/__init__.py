@@ -13,6 +13,7 @@ from aiayn import __version__
 from aiayn.cli import (
     attention,
     average,
+    cache,
     convert,
     evaluate,
     experiments,
@@ -28,7 +29,7 @@ from aiayn.errors import AiaynError
 
 COMMANDS = {"prepare": prepare, "train": train, "translate": translate, "evaluate": evaluate,
             "average": average, "attention": attention, "plot": plot, "experiments": experiments,
-            "convert": convert, "export": export, "info": info, "serve": serve}
+            "convert": convert, "export": export, "info": info, "serve": serve, "cache": cache}
 
 
 def build_parser() -> argparse.ArgumentParser:

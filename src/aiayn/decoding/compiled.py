@@ -1,11 +1,12 @@
-"""A compiled decoder step for greedy decoding, sampling and beam search (opt-in: `--compile`):
+"""A compiled decoder step for greedy decoding, sampling and beam search (`--compile`):
 `CompiledStep`, which the searches take in place of the model's own `steps.Step`.
 
 In eager PyTorch, a small model's decoder step is mostly spent dispatching about a hundred small
 operations one after another. TorchInductor compiles the whole step (embedding, every decoder
 layer, the output layer and the normalisation) into a few fused kernels, with the weights folded
 in as constants ("freezing") and, for a fixed row count, packed once for MKL's matmul
-(benchmarks/RESULTS.md has the measurements).
+(benchmarks/RESULTS.md has the measurements). It is compiled ahead of time (torch.export and
+AOTInductor) and kept on disk, so a model is compiled once per machine (`packages`).
 
 A compiled graph is for fixed shapes. Here:
 - the rows are fixed per graph (MKL packs a weight for one row count; with a dynamic row count
@@ -34,19 +35,17 @@ Shapes: B rows (sentences x R rows each), S source length, C cache capacity, L p
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
 import torch
-import torch._dynamo
 from torch import Tensor, nn
-from torch._dynamo import config as dynamo_config
-from torch._inductor import config as inductor_config
+from torch.export import Dim
 
+from aiayn.decoding import packages
 from aiayn.decoding.steps import (
     Step,
     log_probs,
@@ -59,8 +58,6 @@ from aiayn.model.masks import padding_mask
 
 LogitsFn = Callable[[Transformer, Tensor, Tensor, DecoderCache], tuple[Tensor, Tensor]]  # steps.next_logits
 LogProbsFn = Callable[[Transformer, Tensor, Tensor, DecoderCache], Tensor]  # steps.next_log_probs
-GRAPHS = 64  # compiled graphs kept per step function (TorchDynamo's default, 8, is too few for the
-# row buckets of several models)
 FEWEST_ROWS = 8  # sentences a compiled step runs at, at least: each row count costs a compilation of
 # seconds, and a step at 8 sentences costs little more than at 1 (benchmarks/RESULTS.md)
 
@@ -160,21 +157,19 @@ def top_up(src: Tensor, max_lengths: Tensor, cache: DecoderCache) -> tuple[Tenso
     return src[rows], torch.cat([max_lengths, max_lengths.new_zeros(len(rows) - n)])
 
 
-def _run(step: nn.Module, eager: Callable, model: Transformer, last_tokens: Tensor, src: Tensor,
+def _run(step: packages.Packages, eager: Callable, model: Transformer, last_tokens: Tensor, src: Tensor,
          cache: TracedCache):
-    """One step after `last_tokens` (B,): compiled, or eager for the first position."""
+    """One step after `last_tokens` (B,): compiled, or eager for the first position (and for sizes
+    beyond what the compiled step takes, `packages.LARGEST`)."""
     layers = cache.self_attn
     position, capacity = layers[0].length, layers[0].k.size(1)
-    if position == 0:
+    if position == 0 or max(capacity, src.size(1)) > packages.LARGEST or src.size(1) < 2:
         return eager(model, last_tokens, src, cache)
     if position >= capacity:
         raise ValueError(f"the cache holds {capacity} positions; the compiled step cannot grow it")
     table = model.positions(position + 1, 0, layers[0].k.dtype, layers[0].k.device)  # (L, D)
-    inputs = (last_tokens.contiguous(), table, [kv.k for kv in layers], [kv.v for kv in layers],
-              cache.ancestors, cache.cross_attn, padding_mask(src, model.config.pad_id))
-    _mark_shapes(*inputs)
-    with _compiling():
-        out = step(*inputs)
+    out = step(last_tokens.contiguous(), table, [kv.k for kv in layers], [kv.v for kv in layers],
+               cache.ancestors, cache.cross_attn, padding_mask(src, model.config.pad_id))
     for kv in layers:
         kv.length += 1
     return out
@@ -229,42 +224,33 @@ class _Slots:
     self_attn: list[_Slot]  # what `Decoder.forward` reads of a cache
 
 
-_steps: WeakKeyDictionary[Transformer, dict[bool, tuple[tuple[int, ...], nn.Module]]] = WeakKeyDictionary()
+_steps: WeakKeyDictionary[Transformer, dict[bool, tuple[tuple[int, ...], packages.Packages]]] = \
+    WeakKeyDictionary()
 
 
-def _compiled(model: Transformer, normalise: bool) -> nn.Module:
-    """The model's compiled step. TorchDynamo tells models apart by their weight tensors, not by
-    the numbers in them: once a weight has changed in place, the step is compiled for a copy."""
+def _compiled(model: Transformer, normalise: bool) -> packages.Packages:
+    """The model's compiled step, kept on disk (`packages`). Compiled graphs hold the weights as they
+    were: once a weight has changed in place, the step is compiled for a copy of the new ones."""
     versions = tuple(p._version for p in model.parameters())
     steps = _steps.setdefault(model, {})
     known = steps.get(normalise)
     if known is None or known[0] != versions:
         step = _Step(model if known is None else copy.deepcopy(model), normalise)
-        known = steps[normalise] = (versions, torch.compile(step, dynamic=False))
+        known = steps[normalise] = (versions, packages.Packages(step, _dynamic_shapes))
     return known[1]
 
 
-@contextlib.contextmanager
-def _compiling() -> Iterator[None]:
-    """TorchInductor's options while a step runs (and compiles, at a new row count): weights frozen
-    into the graph (only the process-wide option does it), and room for a graph per row bucket.
-    Set and restored directly: `config.patch` costs several times more, at every step."""
-    saved = inductor_config.freezing, dynamo_config.recompile_limit
-    inductor_config.freezing, dynamo_config.recompile_limit = True, GRAPHS
-    try:
-        yield
-    finally:
-        inductor_config.freezing, dynamo_config.recompile_limit = saved
+def graphs(model: Transformer) -> list[packages.Kind]:
+    """The compiled steps this process holds for the model's current weights."""
+    return [kind for _, step in _steps.get(model, {}).values() for kind in step.kinds()]
 
 
-def _mark_shapes(last_tokens: Tensor, table: Tensor, keys: list[Tensor], values: list[Tensor],
-                 ancestors: Tensor | None, cross_attn: list[tuple[Tensor, Tensor]],
-                 memory_mask: Tensor) -> None:
-    """Rows static; positions decoded, cache capacity and source length dynamic."""
-    torch._dynamo.maybe_mark_dynamic(table, 0)
-    for buffer in (*keys, *values, *([] if ancestors is None else [ancestors])):
-        torch._dynamo.maybe_mark_dynamic(buffer, 1)
-    for k, v in cross_attn:
-        torch._dynamo.maybe_mark_dynamic(k, 2)
-        torch._dynamo.maybe_mark_dynamic(v, 2)
-    torch._dynamo.maybe_mark_dynamic(memory_mask, 3)
+def _dynamic_shapes(inputs: tuple) -> tuple:
+    """The step's inputs' dynamic dimensions, for `torch.export`: rows static; positions decoded,
+    cache capacity and source length dynamic (from 2 to `packages.LARGEST`)."""
+    last_tokens, table, keys, values, ancestors, cross_attn, memory_mask = inputs
+    n, capacity, source = (Dim(name, min=2, max=packages.LARGEST)
+                           for name in ("positions", "capacity", "source"))
+    return (None, {0: n}, [{1: capacity}] * len(keys), [{1: capacity}] * len(values),
+            None if ancestors is None else {1: capacity}, [({2: source}, {2: source})] * len(cross_attn),
+            {3: source})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -199,8 +200,10 @@ async def client_gone(request: Request) -> None:
 
 
 def warm_up(translators: Iterable[Translator], config: ServeConfig) -> None:
-    """Run each model once, and with a compiled decoder step, compile it for every row count that
-    the server's batches (up to the search's batch size) can reach, so no request pays for it."""
+    """Run each model once, and with a compiled decoder step, load (or compile) it for every row count
+    that the server's batches (up to the search's batch size) can reach, so no request pays for it.
+    Says how long it took."""
+    started, steps = time.perf_counter(), 0
     for translator in translators:
         translator.translate(["warm up"])
         if translator.defaults.compile:
@@ -209,6 +212,9 @@ def warm_up(translators: Iterable[Translator], config: ServeConfig) -> None:
             while n <= most:  # sentences of growing lengths, so searches shrink through each row count
                 translator.translate([" ".join(["warm"] * (1 + i % 24)) for i in range(n)])
                 n *= 2
+            steps += translator.compiled_steps
+    held = f" ({steps} compiled decoder steps)" if steps else ""
+    print(f"warmed up in {time.perf_counter() - started:.1f} s{held}", flush=True)
 
 
 def arrived(request: Request, batcher: Batcher) -> None:

@@ -1,0 +1,38 @@
+"""`aiayn cache`: the compiled decoder steps kept on disk (aiayn/decoding/packages.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from aiayn.decoding import packages
+
+
+def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
+    p = commands.add_parser(
+        name, help="show or clear the compiled decoder steps kept on disk",
+        description="The decoder steps compiled for a model, a row count and this machine are kept in "
+                    "$AIAYN_CACHE_DIR/steps (default ~/.cache/aiayn/steps), so later processes start "
+                    "without compiling. 'info' lists them; 'clear' removes them (they are compiled "
+                    "again when next needed).")
+    p.add_argument("action", choices=("info", "clear"), help="info: list the entries; clear: remove them")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "clear":
+        removed, freed = packages.clear()
+        print(f"removed {removed} compiled steps ({freed / 1e6:.1f} MB) from {packages.cache_dir()}")
+        return 0
+    found = packages.entries()
+    total = sum(size for _, _, size in found)
+    print(f"{packages.cache_dir()}: {len(found)} compiled steps, {total / 1e6:.1f} MB")
+    for entry, recorded, size in found:
+        if recorded is None:
+            print(f"  {entry.name}  {size / 1e6:6.1f} MB  unreadable (rebuilt when next needed)")
+            continue
+        fields = recorded.get("fields", {})
+        search = "beam search" if fields.get("traced") else "greedy"
+        print(f"  {entry.name}  {size / 1e6:6.1f} MB  model {str(fields.get('weights'))[:12]}  "
+              f"{fields.get('rows')} rows  {fields.get('dtype')}  {search}  "
+              f"{fields.get('machine', {}).get('device')}  compiled in {recorded.get('seconds')} s "
+              f"on {recorded.get('created')}")
+    return 0

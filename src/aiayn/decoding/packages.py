@@ -1,0 +1,268 @@
+"""Compiled decoder steps kept on disk: compiled once per model, row count and machine, then loaded
+by every later process in a fraction of a second (`aiayn cache info|clear`).
+
+The compiled step (`compiled.py`) freezes the weights into its graph. torch.compile's own caches
+do not keep such a graph: its AOTAutograd cache refuses frozen graphs and its FX graph cache the
+weights packed for MKL, so every process compiled again (35-56 s; benchmarks/RESULTS.md). Here
+the step is exported (`torch.export`, with the positions decoded, the cache capacity and the
+source length as dynamic dimensions) and compiled ahead of time by AOTInductor, with the same
+freezing, into a package: a shared library with the weights inside.
+
+An entry is a directory named by a hash of everything that changes the compiled code: the
+weights, aiayn's own code, torch's version, the CPU's kernels and features (or the GPU), and the
+step's kind (row count, whether it normalises, whether it reads traced histories). Beside the
+package, `entry.json` holds those fields and the package's sha256. An entry that fails any check
+(damaged, foreign, unloadable) is built again with a one-line notice. An entry is built in a
+temporary directory and renamed into place: two processes filling the cache at once each build a
+whole entry, the first rename wins and the other process uses it.
+
+The cache lives in `$AIAYN_CACHE_DIR/steps`, by default `~/.cache/aiayn/steps`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.utils._pytree import tree_leaves
+
+import aiayn
+from aiayn import files
+
+PACKAGE = "step.pt2"
+ENTRY = "entry.json"
+LARGEST = 8192  # positions, cache capacity and source length a packaged step takes (beyond: eager)
+
+
+def cache_dir() -> Path:
+    """Where compiled steps are kept: $AIAYN_CACHE_DIR/steps (default ~/.cache/aiayn/steps)."""
+    root = os.environ.get("AIAYN_CACHE_DIR") or Path.home() / ".cache" / "aiayn"
+    return Path(root) / "steps"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a compiled step is for, besides its model: these make separate graphs."""
+
+    rows: int  # B, fixed per graph
+    normalise: bool  # log-probabilities, or logits and their normaliser
+    traced: bool  # reads beams' histories through a table (beam search), or its own rows (greedy)
+
+
+class Packages:
+    """A model's compiled step (`module`, called as `module(*inputs)`), one package per `Kind`:
+    loaded from the cache, or exported, compiled and stored there first. Call it as the module."""
+
+    def __init__(self, module: nn.Module, dynamic: Callable[[tuple], tuple],
+                 notice: Callable[[str], None] | None = None) -> None:
+        self.module, self.dynamic = module, dynamic  # dynamic: inputs -> torch.export dynamic_shapes
+        self.notice = notice or _notice
+        self._runners: dict[Kind, Callable] = {}
+        self._weights: str | None = None
+
+    def __call__(self, *inputs: Any) -> Any:
+        kind = Kind(inputs[0].size(0), self.module.normalise, inputs[4] is not None)
+        runner = self._runners.get(kind)
+        if runner is None:
+            runner = self._runners[kind] = self._load_or_build(kind, inputs)
+        return runner(*inputs)
+
+    def kinds(self) -> list[Kind]:
+        """The steps loaded (or built) so far."""
+        return list(self._runners)
+
+    def _load_or_build(self, kind: Kind, inputs: tuple) -> Callable:
+        if self._weights is None:
+            self._weights = weights_digest(self.module)
+        fields = entry_fields(self._weights, kind, inputs[1])
+        entry = cache_dir() / entry_name(fields)
+        problem = check(entry, fields)
+        if problem is None:
+            try:
+                return Runner(entry / PACKAGE, inputs[1].device)
+            except Exception as e:  # a package that passed the checks but does not load here
+                problem = f"it does not load ({type(e).__name__})"
+        if problem != "absent":
+            self.notice(f"aiayn: the cached decoder step {entry} is unusable ({problem}): compiling it "
+                        "again")
+            discard(entry)
+        self.notice(f"aiayn: compiling the decoder step for {kind.rows} rows (once per model and "
+                    f"machine; kept in {cache_dir()})")
+        try:
+            package = build(entry, fields, self.module, inputs, self.dynamic(inputs))
+        except OSError as e:  # the cache cannot be written: compile for this process only
+            self.notice(f"aiayn: cannot keep the compiled step in {cache_dir()} ({e}); compiling it for "
+                        "this process only")
+            package = build(Path(tempfile.mkdtemp(prefix="aiayn-step-")) / entry.name, fields, self.module,
+                            inputs, self.dynamic(inputs))
+        return Runner(package, inputs[1].device)
+
+
+class Runner:
+    """A package loaded, called with the step's inputs. (AOTInductor's own loader also checks the
+    CPU by compiling a probe program, a second here, which the entry's fields do already; its
+    wrapper parses the package's call spec at every call.)"""
+
+    def __init__(self, package: Path, device: torch.device) -> None:
+        index = (device.index or 0) if device.type == "cuda" else -1
+        self.loader = torch._C._aoti.AOTIModelPackageLoader(str(package), "model", False, 1, index)
+
+    def __call__(self, *inputs: Any) -> Tensor | tuple[Tensor, ...]:
+        flat = [x for x in tree_leaves(inputs) if isinstance(x, Tensor)]  # in the exported order
+        out = self.loader.boxed_run(flat)
+        return out[0] if len(out) == 1 else tuple(out)
+
+
+def entry_fields(weights: str, kind: Kind, sample: Tensor) -> dict[str, Any]:
+    """Everything that changes a compiled step, as the entry records it."""
+    return {"weights": weights, "code": code_digest(), "torch": torch.__version__,
+            "machine": machine(sample.device), "dtype": str(sample.dtype), "rows": kind.rows,
+            "normalise": kind.normalise, "traced": kind.traced}
+
+
+def entry_name(fields: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def check(entry: Path, fields: dict[str, Any]) -> str | None:
+    """Why the entry cannot be used ("absent", or what is wrong with it), or None if it can."""
+    if not entry.exists():
+        return "absent"
+    try:
+        recorded = json.loads((entry / ENTRY).read_text())
+        package = (entry / PACKAGE).read_bytes()
+    except (OSError, ValueError) as e:
+        return f"unreadable: {type(e).__name__}"
+    if not isinstance(recorded, dict) or recorded.get("fields") != fields:
+        return "made for another model, machine or version"
+    if recorded.get("sha256") != hashlib.sha256(package).hexdigest():
+        return "damaged: its package does not match its checksum"
+    return None
+
+
+def build(entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple, dynamic: tuple) -> Path:
+    """Export, compile and store the step for these inputs' shapes; returns the package's path."""
+    from torch._inductor import config as inductor_config
+
+    started = time.perf_counter()
+    tmp = entry.parent / f".{entry.name}.tmp-{os.getpid()}"
+    files.clean_leftovers(entry.parent, lambda name: True)  # of killed processes (and this pid's)
+    tmp.mkdir(parents=True)
+    try:
+        exported = torch.export.export(module, inputs, dynamic_shapes=dynamic, strict=False)
+        with _setting(inductor_config, "freezing", True):
+            torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp / PACKAGE))
+        digest = hashlib.sha256((tmp / PACKAGE).read_bytes()).hexdigest()
+        record = {"fields": fields, "sha256": digest, "seconds": round(time.perf_counter() - started, 1),
+                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        (tmp / ENTRY).write_text(json.dumps(record, indent=1) + "\n")
+        try:
+            tmp.rename(entry)
+        except OSError:  # another process stored this entry first: use its package
+            shutil.rmtree(tmp, ignore_errors=True)
+            if check(entry, fields) is not None:
+                raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return entry / PACKAGE
+
+
+def discard(entry: Path) -> None:
+    """Remove an entry: renamed away first, so no process finds half of it."""
+    trash = entry.parent / f".{entry.name}.old-{os.getpid()}"
+    with contextlib.suppress(OSError):
+        entry.rename(trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def weights_digest(module: nn.Module) -> str:
+    """A hash of the module's parameters and buffers: names, dtypes, shapes and values."""
+    h = hashlib.sha256()
+    for name, t in module.state_dict().items():
+        t = t.detach().cpu().contiguous()
+        h.update(f"{name} {t.dtype} {tuple(t.shape)}\n".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+GRAPH_CODE = ("model", "decoding", "inference.py")  # aiayn's code that a compiled step is made of
+
+
+@functools.cache
+def code_digest() -> str:
+    """A hash of aiayn's code that makes the step: a change to it makes new entries."""
+    h = hashlib.sha256(aiayn.__version__.encode())
+    root = Path(aiayn.__file__).parent
+    for path in sorted(p for part in GRAPH_CODE for p in [root / part, *(root / part).rglob("*.py")]
+                       if p.is_file()):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def machine(device: torch.device) -> dict[str, str]:
+    """What the compiled code was made for: the GPU, or the CPU's kernels and instruction sets."""
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        major, minor = torch.cuda.get_device_capability(index)
+        return {"device": f"cuda {torch.cuda.get_device_name(index)} sm_{major}{minor}",
+                "cuda": str(torch.version.cuda)}
+    flags = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
+        flags = next((line.split(":", 1)[1] for line in cpuinfo if line.startswith("flags")), "")
+    return {"device": f"cpu {platform.machine()}", "kernels": torch.backends.cpu.get_cpu_capability(),
+            "features": hashlib.sha256(" ".join(sorted(flags.split())).encode()).hexdigest()[:16]}
+
+
+def entries() -> list[tuple[Path, dict[str, Any] | None, int]]:
+    """The cache's entries: directory, what entry.json records (None if unreadable), bytes."""
+    found = []
+    root = cache_dir()
+    for entry in sorted(root.iterdir()) if root.is_dir() else []:
+        if entry.name.startswith("."):
+            continue
+        size = sum(f.stat().st_size for f in entry.rglob("*") if f.is_file())
+        try:
+            recorded = json.loads((entry / ENTRY).read_text())
+        except (OSError, ValueError):
+            recorded = None
+        found.append((entry, recorded, size))
+    return found
+
+
+def clear() -> tuple[int, int]:
+    """Remove every entry, and what killed processes left: (entries removed, bytes freed). Entries
+    being built by running processes are left to them."""
+    found = entries()
+    for entry, _, _ in found:
+        discard(entry)
+    files.clean_leftovers(cache_dir(), lambda name: True)
+    return len(found), sum(size for _, _, size in found)
+
+
+def _notice(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _setting(config: Any, name: str, value: Any) -> Iterator[None]:
+    saved = getattr(config, name)
+    setattr(config, name, value)
+    try:
+        yield
+    finally:
+        setattr(config, name, saved)

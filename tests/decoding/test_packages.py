@@ -1,0 +1,143 @@
+"""Compiled decoder steps kept on disk: used by later processes, rebuilt when damaged or foreign,
+never used for another model, safe to fill from two processes, listed and cleared by `aiayn cache`."""
+
+import copy
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from aiayn.decoding import greedy_search, packages
+from aiayn.decoding.compiled import CompiledStep
+from tests.conftest import HANG_S, random_ids, tiny_model
+
+SRC, LIMITS = random_ids(3, 6, seed=5), torch.tensor([5, 7, 6])
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty cache of the test's own; `builds` counts the steps compiled."""
+    monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path / "cache"))
+    builds = []
+    build = packages.build
+
+    def counted(*args, **kwargs):
+        builds.append(args[0])
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(packages, "build", counted)
+    return builds
+
+
+def outputs(model):
+    """Greedy outputs of the compiled step, as a fresh process would get them: a copy of the model is
+    a model this process has not compiled for."""
+    model = copy.deepcopy(model)
+    return [h.tokens for h in greedy_search(model, SRC, LIMITS, step=CompiledStep(model))]
+
+
+def only_entry():
+    (entry,) = [path for path, _, _ in packages.entries()]
+    return entry
+
+
+def test_a_step_is_compiled_once_then_loaded_and_rebuilt_when_damaged(cache, capsys):
+    model = tiny_model()
+    eager = [h.tokens for h in greedy_search(model, SRC, LIMITS)]
+    assert outputs(model) == eager
+    assert len(cache) == 1 and "compiling the decoder step for 8 rows" in capsys.readouterr().err
+    assert outputs(model) == eager
+    assert len(cache) == 1 and capsys.readouterr().err == ""  # loaded: nothing compiled, nothing said
+
+    package = only_entry() / packages.PACKAGE
+    data = bytearray(package.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte
+    package.write_bytes(bytes(data))
+    assert outputs(model) == eager
+    assert len(cache) == 2 and "damaged" in capsys.readouterr().err
+    assert packages.check(only_entry(), json.loads((only_entry() / packages.ENTRY).read_text())["fields"]) \
+        is None
+
+
+def test_another_model_gets_an_entry_of_its_own(cache):
+    model = tiny_model()
+    outputs(model)
+    changed = copy.deepcopy(model)
+    with torch.no_grad():
+        changed.decoder.layers[0].feed_forward.w1.weight.mul_(3.0)
+    assert outputs(changed) == [h.tokens for h in greedy_search(changed, SRC, LIMITS)]
+    assert len(cache) == 2 and len(packages.entries()) == 2
+    assert len({recorded["fields"]["weights"] for _, recorded, _ in packages.entries()}) == 2
+
+
+def entry_with(tmp_path, fields, package=b"a package", digest=None):
+    entry = tmp_path / "entry"
+    entry.mkdir(exist_ok=True)
+    (entry / packages.PACKAGE).write_bytes(package)
+    digest = digest or hashlib.sha256(package).hexdigest()
+    (entry / packages.ENTRY).write_text(json.dumps({"fields": fields, "sha256": digest}))
+    return entry
+
+
+def test_an_entry_is_used_only_if_whole_and_made_for_this_model_and_machine(tmp_path):
+    fields = packages.entry_fields("w" * 64, packages.Kind(8, True, False), torch.zeros(1))
+    assert packages.check(tmp_path / "none", fields) == "absent"
+    assert packages.check(entry_with(tmp_path, fields), fields) is None
+    foreign = {**fields, "machine": {**fields["machine"], "kernels": "AVX2" if "AVX2" not in
+                                     fields["machine"]["kernels"] else "DEFAULT"}}
+    assert packages.check(entry_with(tmp_path, foreign), fields) == \
+        "made for another model, machine or version"
+    assert packages.check(entry_with(tmp_path, fields, digest="0" * 64), fields).startswith("damaged")
+    (tmp_path / "entry" / packages.ENTRY).write_text("{not json")
+    assert packages.check(tmp_path / "entry", fields).startswith("unreadable")
+
+
+def test_a_process_that_loses_the_race_to_store_an_entry_uses_the_winners(tmp_path, monkeypatch):
+    """Two processes compiling the same step: the second to finish finds the entry stored and keeps
+    it (its own build goes), and nothing half-written is left."""
+    fields = packages.entry_fields("w" * 64, packages.Kind(8, True, False), torch.zeros(1))
+    winner = entry_with(tmp_path, fields, b"the first process's package")
+
+    def compile_(exported, package_path):
+        open(package_path, "wb").write(b"the second process's package")
+
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compile_)
+    monkeypatch.setattr(torch.export, "export", lambda *args, **kwargs: None)
+    assert packages.build(winner, fields, None, (), ()) == winner / packages.PACKAGE
+    assert (winner / packages.PACKAGE).read_bytes() == b"the first process's package"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["entry"]
+
+
+def test_a_cache_that_cannot_be_written_is_said_and_the_step_still_compiles(tmp_path, monkeypatch, capsys):
+    (tmp_path / "file").write_text("not a directory")
+    monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path / "file"))
+    model = tiny_model()
+    assert outputs(model) == [h.tokens for h in greedy_search(model, SRC, LIMITS)]
+    assert "cannot keep the compiled step" in capsys.readouterr().err
+
+
+def aiayn(*args, env):
+    return subprocess.run([sys.executable, "-m", "aiayn", *args], capture_output=True, text=True,
+                          env=env, timeout=HANG_S)
+
+
+def test_a_second_translate_process_starts_from_the_cache_and_cache_clear_empties_it(trained_run, tmp_path):
+    env = {**os.environ, "AIAYN_CACHE_DIR": str(tmp_path / "cache")}
+    args = ("translate", str(trained_run), "--compile", "--beam-size", "2", "a b c", "d e f g")
+    first, second = aiayn(*args, env=env), aiayn(*args, env=env)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert first.stdout == second.stdout == "c b a\ng f e d\n"
+    assert "compiling the decoder step" in first.stderr
+    assert "compiling" not in second.stderr
+
+    info = aiayn("cache", "info", env=env)
+    stored = len(list((tmp_path / "cache" / "steps").iterdir()))
+    assert info.returncode == 0 and f": {stored} compiled steps" in info.stdout and stored >= 1
+    assert info.stdout.count("beam search") == stored
+    cleared = aiayn("cache", "clear", env=env)
+    assert cleared.returncode == 0 and f"removed {stored} compiled steps" in cleared.stdout
+    assert ": 0 compiled steps, 0.0 MB" in aiayn("cache", "info", env=env).stdout
