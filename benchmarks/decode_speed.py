@@ -81,12 +81,13 @@ PROBE_BATCHES = 4  # batches each CPU setting of CTranslate2 is tried on before 
 
 
 def systems(model: Transformer, new_tokens: int, beam: int, huggingface: bool,
-            device: torch.device = CPU) -> dict[str, Callable[[torch.Tensor], object]]:
+            device: torch.device = CPU, compiled: bool = True) -> dict[str, Callable[[torch.Tensor], object]]:
     """name -> function translating one (B, S) batch of ids with exactly `new_tokens` output steps,
     for the systems that run in this process: aiayn's and HuggingFace's.
 
     `model` is on the CPU, the batches on `device`; int8 is for CPUs only. Each variant is prepared as
-    `aiayn translate` prepares it (`translation.prepare`: packed weights on a CPU, ...)."""
+    `aiayn translate` prepares it (`translation.prepare`: packed weights on a CPU, ...). `compiled`:
+    also with the compiled decoder step."""
     c = model.config
     cap = new_tokens - 1  # aiayn's beam search: cap tokens, then the forced eos: new_tokens steps
     run: dict[str, Callable[[torch.Tensor], object]] = {}
@@ -94,6 +95,7 @@ def systems(model: Transformer, new_tokens: int, beam: int, huggingface: bool,
     if device.type == "cpu":
         variants += [("aiayn int8", "float32", True, False), ("aiayn int8 compiled", "float32", True, True)]
     variants.append(("aiayn bfloat16", "bfloat16", False, False))
+    variants = [v for v in variants if compiled or not v[3]]
     ours = [(name, prepare(copy.deepcopy(model).to(device).eval(), device, dtype, int8, compiled)[0])
             for name, dtype, int8, compiled in variants]
     for name, m in ours:
@@ -232,7 +234,8 @@ def main() -> None:
             # on a CPU the fastest of CTranslate2's settings; on a GPU (or in a smoke run) its default
             ct2_settings = ["its default"] if device.type != "cpu" or args.smoke else list(CT2_SETTINGS)[1:]
         for beam in (1, 4):
-            run = systems(model, new_tokens, beam, "huggingface" in args.systems, device)
+            # smoke: no compiled step (a minute of compiling; tests/decoding checks it)
+            run = systems(model, new_tokens, beam, "huggingface" in args.systems, device, not args.smoke)
             ct2 = None
             if "ctranslate2" in args.systems:
                 ct2 = CTranslate2Runs(ct2_model, pieces, beam, new_tokens, device)

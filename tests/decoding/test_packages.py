@@ -45,7 +45,7 @@ def only_entry():
     return entry
 
 
-def test_a_step_is_compiled_once_then_loaded_and_rebuilt_when_damaged(cache, capsys):
+def test_a_step_is_compiled_once_loaded_after_rebuilt_when_damaged_and_kept_to_its_model(cache, capsys):
     model = tiny_model()
     eager = [h.tokens for h in greedy_search(model, SRC, LIMITS)]
     assert outputs(model) == eager
@@ -62,16 +62,13 @@ def test_a_step_is_compiled_once_then_loaded_and_rebuilt_when_damaged(cache, cap
     assert packages.check(only_entry(), json.loads((only_entry() / packages.ENTRY).read_text())["fields"]) \
         is None
 
-
-def test_another_model_gets_an_entry_of_its_own(cache):
-    model = tiny_model()
-    outputs(model)
-    changed = copy.deepcopy(model)
+    changed = copy.deepcopy(model)  # another model: an entry of its own, the first one untouched
     with torch.no_grad():
         changed.decoder.layers[0].feed_forward.w1.weight.mul_(3.0)
     assert outputs(changed) == [h.tokens for h in greedy_search(changed, SRC, LIMITS)]
-    assert len(cache) == 2 and len(packages.entries()) == 2
+    assert len(cache) == 3 and len(packages.entries()) == 2
     assert len({recorded["fields"]["weights"] for _, recorded, _ in packages.entries()}) == 2
+    assert outputs(model) == eager and len(cache) == 3
 
 
 def entry_with(tmp_path, fields, package=b"a package", digest=None):

@@ -224,7 +224,9 @@ def machine(device: torch.device) -> dict[str, str]:
     flags = ""
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
         flags = next((line.split(":", 1)[1] for line in cpuinfo if line.startswith("flags")), "")
+    onednn = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or ""
     return {"device": f"cpu {platform.machine()}", "kernels": torch.backends.cpu.get_cpu_capability(),
+            "onednn": onednn.upper(),  # the instruction sets oneDNN may use with the packed weights
             "features": hashlib.sha256(" ".join(sorted(flags.split())).encode()).hexdigest()[:16]}
 
 
