@@ -35,7 +35,6 @@ Shapes: B rows (sentences x R rows each), S source length, C cache capacity, L p
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -229,13 +228,14 @@ _steps: WeakKeyDictionary[Transformer, dict[bool, tuple[tuple[int, ...], package
 
 
 def _compiled(model: Transformer, normalise: bool) -> packages.Packages:
-    """The model's compiled step, kept on disk (`packages`). Compiled graphs hold the weights as they
-    were: once a weight has changed in place, the step is compiled for a copy of the new ones."""
+    """The model's compiled step, kept on disk (`packages`). A package holds the weights as they were
+    when it was compiled: once a weight has changed in place, the step is compiled anew (an entry of
+    its own, keyed by the new weights)."""
     versions = tuple(p._version for p in model.parameters())
     steps = _steps.setdefault(model, {})
     known = steps.get(normalise)
     if known is None or known[0] != versions:
-        step = _Step(model if known is None else copy.deepcopy(model), normalise)
+        step = _Step(model, normalise)
         known = steps[normalise] = (versions, packages.Packages(step, _dynamic_shapes))
     return known[1]
 
