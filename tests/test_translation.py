@@ -12,7 +12,7 @@ from aiayn import checkpoint
 from aiayn.config import ConfigError
 from aiayn.data.corpora import load_corpus
 from aiayn.decoding.translator import translate
-from aiayn.translation import load_model, load_translator, model_format
+from aiayn.translation import FIRST_CHUNK, load_model, load_translator, model_format
 
 SENTENCES = ["a b c", "", "d e f g h", "q r"]
 
@@ -85,6 +85,23 @@ def test_a_stream_translates_like_a_list_and_reads_only_what_it_needs(trained_ru
     first = next(stream)
     assert len(read) == 8  # one chunk, not the whole input
     assert [first.text, *(t.text for t in stream)] == [t.text for t in translator.translate(lines)]
+
+
+def test_a_stream_starts_with_a_small_chunk_that_doubles(trained_run):
+    """The first translations come after FIRST_CHUNK lines, not a whole chunk; chunks then double up
+    to the chunk asked for."""
+    translator = load_translator(trained_run)
+    lines = [" ".join("abcdefgh"[(i + j) % 8] for j in range(1 + i % 6)) for i in range(7 * FIRST_CHUNK)]
+    read = []
+
+    def source():
+        for line in lines:
+            read.append(line)
+            yield line
+
+    seen = [len(read) for _ in translator.translate_stream(source(), chunk=2 * FIRST_CHUNK)]
+    n = FIRST_CHUNK
+    assert seen == [n] * n + [3 * n] * (2 * n) + [5 * n] * (2 * n) + [7 * n] * (2 * n)
 
 
 def test_attention_weights_come_on_request(trained_run):

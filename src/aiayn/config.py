@@ -228,7 +228,7 @@ class DecodeConfig:
     temperature: float = _opt(0.0, "sample with this temperature instead of searching; 0: search",
                                bounds=">= 0")
     top_k: int = _opt(0, "when sampling, only from the k most probable tokens; 0: from all", bounds=">= 0")
-    batch_size: int = _opt(64, "sentences per batch, or source tokens with --batch-by tokens", bounds=">= 1")
+    batch_size: int = _opt(128, "sentences per batch, or source tokens with --batch-by tokens", bounds=">= 1")
     batch_by: str = _opt("sentences", "what --batch-size counts", ("sentences", "tokens"))
     seed: int = _opt(1, "seed for sampling")
     split: bool = _opt(

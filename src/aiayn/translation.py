@@ -37,6 +37,7 @@ from aiayn.tokenizer import Tokenizer
 ENGINES = ("pytorch", "ctranslate2")
 DTYPES = ("float32", "bfloat16", "float16")
 CHUNK = 512  # lines that translate_stream sorts by length into batches and translates together
+FIRST_CHUNK = 64  # lines of its first chunk (doubling up to CHUNK): the first lines come out soon
 
 __all__ = ["AttentionView", "LoadedModel", "Segments", "Translation", "Translator", "load_model",
            "load_translator", "prepare"]
@@ -320,11 +321,14 @@ class Translator:
     def translate_stream(self, lines: Iterable[str], *, chunk: int = CHUNK, progress: bool = False,
                          **options: Any) -> Iterator[Translation]:
         """The translation of each line as it comes, holding `chunk` lines at a time (sorted by length
-        into batches within a chunk), so a file or a pipe of any length translates in bounded memory."""
+        into batches within a chunk), so a file or a pipe of any length translates in bounded memory.
+        The first chunks are smaller (FIRST_CHUNK lines, doubling), so the first lines come out soon."""
         options = dataclasses.asdict(self.config(**options))  # checked before the first line is read
         iterator = iter(lines)
-        while batch := list(itertools.islice(iterator, chunk)):
+        size = min(chunk, FIRST_CHUNK)
+        while batch := list(itertools.islice(iterator, size)):
             yield from self.translate(batch, progress=progress, **options)
+            size = min(chunk, 2 * size)
 
 
 def whole_text(sentences: list[Translation], join: Callable[[list[Translation]], str]) -> Translation:

@@ -7,15 +7,18 @@ import json
 import os
 import subprocess
 import sys
+import shutil
+import tempfile
 
 import pytest
 import torch
 
+from aiayn.cli import main
 from aiayn.decoding import greedy_search, packages
 from aiayn.decoding.compiled import CompiledStep
 from tests.conftest import HANG_S, random_ids, tiny_model
 
-SRC, LIMITS = random_ids(3, 6, seed=5), torch.tensor([5, 7, 6])
+SRC, LIMITS = random_ids(2, 6, seed=5), torch.tensor([5, 7])  # one step: 2 rows
 
 
 @pytest.fixture
@@ -45,11 +48,11 @@ def only_entry():
     return entry
 
 
-def test_a_step_is_compiled_once_loaded_after_rebuilt_when_damaged_and_kept_to_its_model(cache, capsys):
+def test_a_step_is_compiled_once_loaded_after_rebuilt_when_damaged_and_anew_for_new_weights(cache, capsys):
     model = tiny_model()
     eager = [h.tokens for h in greedy_search(model, SRC, LIMITS)]
     assert outputs(model) == eager
-    assert len(cache) == 1 and "compiling the decoder step for 8 rows" in capsys.readouterr().err
+    assert len(cache) == 1 and "compiling the decoder step for 2 rows" in capsys.readouterr().err
     assert outputs(model) == eager
     assert len(cache) == 1 and capsys.readouterr().err == ""  # loaded: nothing compiled, nothing said
 
@@ -62,13 +65,21 @@ def test_a_step_is_compiled_once_loaded_after_rebuilt_when_damaged_and_kept_to_i
     assert packages.check(only_entry(), json.loads((only_entry() / packages.ENTRY).read_text())["fields"]) \
         is None
 
-    changed = copy.deepcopy(model)  # another model: an entry of its own, the first one untouched
+    # The weights changed in place (training goes on) in a process that has loaded the step: the
+    # search uses the new weights, compiled into an entry of their own; the first entry stays.
+    original = copy.deepcopy(model)
+    before = greedy_search(model, SRC, LIMITS, step=CompiledStep(model))
     with torch.no_grad():
-        changed.decoder.layers[0].feed_forward.w1.weight.mul_(3.0)
-    assert outputs(changed) == [h.tokens for h in greedy_search(changed, SRC, LIMITS)]
+        model.decoder.layers[0].feed_forward.w1.weight.mul_(3.0)
+        model.tgt_embed.weight[7] += 1.0
+    changed = greedy_search(model, SRC, LIMITS, step=CompiledStep(model))
+    changed_eager = greedy_search(model, SRC, LIMITS)
+    assert [h.tokens for h in changed] == [h.tokens for h in changed_eager]
+    assert [h.log_prob for h in changed] == pytest.approx([h.log_prob for h in changed_eager], abs=1e-4)
+    assert [h.log_prob for h in changed] != pytest.approx([h.log_prob for h in before], abs=1e-4)
     assert len(cache) == 3 and len(packages.entries()) == 2
     assert len({recorded["fields"]["weights"] for _, recorded, _ in packages.entries()}) == 2
-    assert outputs(model) == eager and len(cache) == 3
+    assert outputs(original) == eager and len(cache) == 3
 
 
 def entry_with(tmp_path, fields, package=b"a package", digest=None):
@@ -110,31 +121,41 @@ def test_a_process_that_loses_the_race_to_store_an_entry_uses_the_winners(tmp_pa
 
 
 def test_a_cache_that_cannot_be_written_is_said_and_the_step_still_compiles(tmp_path, monkeypatch, capsys):
+    """The step is compiled in a temporary directory, removed once the package is loaded."""
     (tmp_path / "file").write_text("not a directory")
     monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path / "file"))
+    made, mkdtemp = [], tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda *args, **kwargs: made.append(mkdtemp(*args, **kwargs)) or made[-1])
     model = tiny_model()
     assert outputs(model) == [h.tokens for h in greedy_search(model, SRC, LIMITS)]
     assert "cannot keep the compiled step" in capsys.readouterr().err
+    scratch = [path for path in made if "aiayn-step-" in path]
+    assert scratch and not any(os.path.exists(path) for path in scratch)
 
 
-def aiayn(*args, env):
+def aiayn(*args):
     return subprocess.run([sys.executable, "-m", "aiayn", *args], capture_output=True, text=True,
-                          env=env, timeout=HANG_S)
+                          timeout=HANG_S)
 
 
-def test_a_second_translate_process_starts_from_the_cache_and_cache_clear_empties_it(trained_run, tmp_path):
-    env = {**os.environ, "AIAYN_CACHE_DIR": str(tmp_path / "cache")}
+def test_a_second_translate_process_starts_from_the_cache_and_cache_clear_empties_it(
+        trained_run, tmp_path, monkeypatch, capsys):
+    """In the session's cache (the first process compiles, unless an earlier test did: the same
+    step as tests/cli's); `aiayn cache` on a copy of it."""
     args = ("translate", str(trained_run), "--compile", "--beam-size", "2", "a b c", "d e f g")
-    first, second = aiayn(*args, env=env), aiayn(*args, env=env)
+    first, second = aiayn(*args), aiayn(*args)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     assert first.stdout == second.stdout == "c b a\ng f e d\n"
-    assert "compiling the decoder step" in first.stderr
     assert "compiling" not in second.stderr
 
-    info = aiayn("cache", "info", env=env)
-    stored = len(list((tmp_path / "cache" / "steps").iterdir()))
-    assert info.returncode == 0 and f": {stored} compiled steps" in info.stdout and stored >= 1
-    assert info.stdout.count("beam search") == stored
-    cleared = aiayn("cache", "clear", env=env)
-    assert cleared.returncode == 0 and f"removed {stored} compiled steps" in cleared.stdout
-    assert ": 0 compiled steps, 0.0 MB" in aiayn("cache", "info", env=env).stdout
+    shutil.copytree(packages.cache_dir(), tmp_path / "cache" / "steps")
+    monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path / "cache"))
+    stored = len(packages.entries())
+    assert main(["cache", "info"]) == 0
+    info = capsys.readouterr().out
+    assert f": {stored} compiled steps" in info and stored >= 1
+    traced = [recorded["fields"]["traced"] for _, recorded, _ in packages.entries()]
+    assert info.count("beam search") == sum(traced) and len(traced) == stored
+    assert main(["cache", "clear"]) == 0 and f"removed {stored} compiled steps" in capsys.readouterr().out
+    assert main(["cache", "info"]) == 0 and ": 0 compiled steps, 0.0 MB" in capsys.readouterr().out
+    assert list((tmp_path / "cache" / "steps").iterdir()) == []

@@ -11,7 +11,8 @@ AOTInductor) and kept on disk, so a model is compiled once per machine (`package
 A compiled graph is for fixed shapes. Here:
 - the rows are fixed per graph (MKL packs a weight for one row count; with a dynamic row count
   the step was no faster than eager): a step is compiled once per power-of-two count of
-  sentences, `FEWEST_ROWS` at least (`row_bucket`), and the searches top their batches up to one;
+  sentences, `FEWEST_SENTENCES` at least (`row_bucket`), and the searches top their batches up to
+  one; the last sentences of a batch, searching on alone, run at small counts;
 - the number of positions decoded, the cache capacity and the source length are dynamic
   dimensions: one graph serves every step and every batch of its row count. The step reads
   the positions decoded so far from the length of the position table it is given, writes its
@@ -57,8 +58,9 @@ from aiayn.model.masks import padding_mask
 
 LogitsFn = Callable[[Transformer, Tensor, Tensor, DecoderCache], tuple[Tensor, Tensor]]  # steps.next_logits
 LogProbsFn = Callable[[Transformer, Tensor, Tensor, DecoderCache], Tensor]  # steps.next_log_probs
-FEWEST_ROWS = 8  # sentences a compiled step runs at, at least: each row count costs a compilation of
-# seconds, and a step at 8 sentences costs little more than at 1 (benchmarks/RESULTS.md)
+FEWEST_SENTENCES = 2  # a compiled step runs at, at least: each row count costs a compilation of
+# seconds once, and a step at 2 sentences costs little more than at 1, but a beam search's last
+# sentences step many times at the smallest count (benchmarks/RESULTS.md)
 
 
 class CompiledStep(Step):
@@ -96,9 +98,10 @@ class CompiledStep(Step):
         return None if rows >= len(done) else done.int().argsort(stable=True)[:rows]
 
 
-def row_bucket(rows: int) -> int:
-    """The row count a compiled step runs at: the next power of two, and at least `FEWEST_ROWS`."""
-    return max(FEWEST_ROWS, 1 << max(rows - 1, 0).bit_length())
+def row_bucket(sentences: int) -> int:
+    """How many sentences a compiled step runs at for this many: the next power of two, and at least
+    `FEWEST_SENTENCES` (times the rows of each sentence: the step's row count)."""
+    return max(FEWEST_SENTENCES, 1 << max(sentences - 1, 0).bit_length())
 
 
 @dataclass

@@ -107,8 +107,12 @@ class Packages:
         except OSError as e:  # the cache cannot be written: compile for this process only
             self.notice(f"aiayn: cannot keep the compiled step in {cache_dir()} ({e}); compiling it for "
                         "this process only")
-            package = build(Path(tempfile.mkdtemp(prefix="aiayn-step-")) / entry.name, fields, self.module,
-                            inputs, self.dynamic(inputs))
+            scratch = Path(tempfile.mkdtemp(prefix="aiayn-step-"))
+            try:  # a loaded package no longer needs its file
+                return Runner(build(scratch / entry.name, fields, self.module, inputs, self.dynamic(inputs)),
+                              inputs[1].device)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
         return Runner(package, inputs[1].device)
 
 
