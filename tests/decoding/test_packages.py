@@ -5,9 +5,9 @@ import copy
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
-import shutil
 import tempfile
 
 import pytest
@@ -125,7 +125,12 @@ def test_a_cache_that_cannot_be_written_is_said_and_the_step_still_compiles(tmp_
     (tmp_path / "file").write_text("not a directory")
     monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path / "file"))
     made, mkdtemp = [], tempfile.mkdtemp
-    monkeypatch.setattr(tempfile, "mkdtemp", lambda *args, **kwargs: made.append(mkdtemp(*args, **kwargs)) or made[-1])
+
+    def recorded(*args, **kwargs):
+        made.append(mkdtemp(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", recorded)
     model = tiny_model()
     assert outputs(model) == [h.tokens for h in greedy_search(model, SRC, LIMITS)]
     assert "cannot keep the compiled step" in capsys.readouterr().err
