@@ -11,7 +11,8 @@ translation). Translation = the whole process on the file, minus the median star
 alternate the systems, so that drifts in machine speed hit all alike; the median is reported.
 
 The compiled step starts from an empty cache of its own: its first process compiles (reported as
-"first run"), the later ones load. CTranslate2 (the model exported by `aiayn export ctranslate2`,
+"first run"), the later ones load: what `aiayn translate` without flags then does too ("aiayn
+float32" is the eager search, `--no-compile`). CTranslate2 (the model exported by `aiayn export ctranslate2`,
 run through `--engine ctranslate2`) is tried with each of its CPU settings (`CT2_SETTINGS`: its
 GEMM backend, how its threads wait, one thread) on the whole file, and the fastest is kept.
 """
@@ -29,9 +30,9 @@ from pathlib import Path
 
 FLAGS = ("--beam-size", "4", "--length-penalty", "0.6", "--penalty-form", "plain")
 SYSTEMS = {
-    "aiayn float32": (),
-    "aiayn compiled": ("--compile",),
-    "aiayn int8": ("--int8",),
+    "aiayn float32": ("--no-compile",),
+    "aiayn compiled": ("--compile",),  # what `aiayn translate` does by default once it is cached
+    "aiayn int8": ("--int8", "--no-compile"),
     "aiayn int8 compiled": ("--int8", "--compile"),
     "ctranslate2 float32": ("--engine", "ctranslate2", "--compute-type", "float32"),
     "ctranslate2 int8": ("--engine", "ctranslate2", "--compute-type", "int8"),

@@ -48,10 +48,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True, scope="session")
 def step_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Compiled decoder steps go to a cache of the session's own (its processes share it), never the
-    user's."""
+    user's. Tests that compile use `compiled_cache` instead, so this one stays empty: a model compiled
+    before is compiled by default, and the other tests run eagerly in whatever order they run."""
     path = tmp_path_factory.mktemp("aiayn-cache")
     os.environ["AIAYN_CACHE_DIR"] = str(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def _compiled_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("aiayn-compiled")
+
+
+@pytest.fixture
+def compiled_cache(_compiled_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The cache of the tests that compile decoder steps, shared by them (a step compiled by one is
+    loaded by the next), apart from `step_cache`."""
+    monkeypatch.setenv("AIAYN_CACHE_DIR", str(_compiled_dir))
+    return _compiled_dir
 
 
 @pytest.fixture

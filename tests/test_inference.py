@@ -123,7 +123,7 @@ def test_int8_linear_eagerly_and_compiled_computes_row_quantized_int8_maths_with
     assert "aten::_int_mm" in called and "onednn::qlinear_pointwise" not in called
 
 
-def test_int8_model_compiled_for_searches_translates_like_the_float_model(reverse_model):
+def test_int8_model_compiled_for_searches_translates_like_the_float_model(reverse_model, compiled_cache):
     model, tokenizer, sources = reverse_model
     int8 = quantize_int8(model, compiled=True)
     src, _ = _batch(tokenizer, sources[:100])

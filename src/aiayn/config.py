@@ -247,7 +247,9 @@ class DecodeConfig:
                "size compiles for tens of seconds once per model and machine, kept on disk for later "
                "processes ($AIAYN_CACHE_DIR, `aiayn cache`); then decoding is faster "
                "(benchmarks/RESULTS.md), with the same translations up to float rounding; with --int8, "
-               "on int8 matmuls (fastest on CPUs with AMX or VNNI units)")
+               "on int8 matmuls (fastest on CPUs with AMX or VNNI units). --no-compile: never. Neither "
+               "given: compiled if this model has been compiled on this machine before, or (aiayn "
+               "translate) the --input file is long enough to repay compiling")
 
     def __post_init__(self) -> None:
         _check_fields(self)

@@ -270,7 +270,7 @@ def quantize_int8(model: Transformer, compiled: bool = False) -> Transformer:
     the faster of the two on a vocabulary-wide layer.
     """
     if compiled:
-        if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.onednn, "qlinear_pointwise")):
+        if not int8_compilable():
             raise RuntimeError("this PyTorch build or CPU has no oneDNN int8 matmul: use --int8 without "
                                "--compile")
         # Inductor's int8 lowering copies a tensor the way PyTorch warns against: its affair
@@ -278,6 +278,11 @@ def quantize_int8(model: Transformer, compiled: bool = False) -> Transformer:
                                 module="torch._inductor.mkldnn_lowerings")
         return _with_linear_maps(model, Int8Linear, make_output=OneDNNInt8Linear)
     return _with_linear_maps(model, _int8_linear)
+
+
+def int8_compilable() -> bool:
+    """Whether this PyTorch build and CPU have oneDNN's int8 matmul, which the compiled int8 step needs."""
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.onednn, "qlinear_pointwise")
 
 
 def pack_for_cpu(model: Transformer, dtype: torch.dtype = torch.float32) -> Transformer:

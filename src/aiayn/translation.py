@@ -88,34 +88,44 @@ def load_model(path: str | Path, device: str | torch.device = "cpu") -> LoadedMo
 
 
 def prepare(model: Transformer, device: torch.device, dtype: str = "float32", int8: bool = False,
-            compile: bool = False) -> tuple[Transformer, str]:
-    """The model to translate with, computing as asked, and a description of how. The one place that
-    chooses: int8 linear maps (CPU; for the compiled step or eager), a compiled decoder step (TorchInductor
-    packs the weights itself), weights packed once for the CPU's matmul kernels (same results,
-    faster), or a plain cast. `model` (on `device`, in eval mode) may be changed or copied."""
+            compile: bool | None = False) -> tuple[Transformer, str, bool]:
+    """The model to translate with, computing as asked, a description of how, and whether its searches
+    run the compiled decoder step. The one place that chooses: int8 linear maps (CPU; for the compiled
+    step or eager), a compiled decoder step (TorchInductor packs the weights itself), weights packed
+    once for the CPU's matmul kernels (same results, faster), or a plain cast. compile=None: the
+    compiled step if this model has been compiled on this machine before (its steps are in the cache,
+    `decoding.packages`), else not. `model` (on `device`, in eval mode) may be changed or copied."""
     from aiayn import inference
+    from aiayn.decoding.compiled import compiled_before
 
     torch_dtype = getattr(torch, dtype)
     if int8:
         if device.type != "cpu":
             raise cfg.ConfigError("int8 is for CPUs: use device cpu")
-        return inference.quantize_int8(model, compiled=compile), "int8 compiled" if compile else "int8"
-    if compile:
-        return model.to(torch_dtype), f"{dtype} compiled"
+        if compile is not False and inference.int8_compilable():
+            compiled = inference.quantize_int8(model, compiled=True)
+            if compile or compiled_before(compiled):
+                return compiled, "int8 compiled", True
+        elif compile:
+            inference.quantize_int8(model, compiled=True)  # raises: why it cannot be compiled
+        return inference.quantize_int8(model), "int8", False
+    if compile or (compile is None and compiled_before(model.to(torch_dtype))):
+        return model.to(torch_dtype), f"{dtype} compiled", True
     if device.type == "cpu" and inference.packing_available(torch_dtype):
-        return inference.pack_for_cpu(model, torch_dtype), f"{dtype} packed"
-    return model.to(torch_dtype), dtype
+        return inference.pack_for_cpu(model, torch_dtype), f"{dtype} packed", False
+    return model.to(torch_dtype), dtype, False
 
 
 def load_translator(path: str | Path, *, engine: str | None = None, device: str = "auto",
-                    dtype: str = "float32", int8: bool = False, compile: bool = False,
+                    dtype: str = "float32", int8: bool = False, compile: bool | None = None,
                     threads: int | None = None, compute_type: str = "default",
                     **options: Any) -> Translator:
     """A Translator for the model at `path` (see `model_format`).
 
     engine: "pytorch" or "ctranslate2" (default: ctranslate2 for a CTranslate2 export, else pytorch).
     device: auto (CUDA when present), cpu, cuda or cuda:N. threads: CPU threads (process-wide).
-    PyTorch only: dtype (float32, bfloat16, float16), int8 (CPU), compile (a compiled decoder step).
+    PyTorch only: dtype (float32, bfloat16, float16), int8 (CPU), compile (a compiled decoder step:
+    True, False, or None: if this model has been compiled on this machine before).
     CTranslate2 only: compute_type (default, float32, int8, ...).
     options: search defaults, the fields of DecodeConfig (beam_size, nbest, length_penalty, ...).
     """
@@ -139,8 +149,8 @@ def load_translator(path: str | Path, *, engine: str | None = None, device: str 
                           ct2.tokenizer, *ct2.languages, f"ctranslate2 {compute_type} {on}",
                           ct2.max_source_len)
     loaded = load_model(path, device_)
-    model, how = prepare(loaded.model.eval(), device_, dtype, int8, compile)
-    defaults = cfg.build(cfg.DecodeConfig, {"compile": compile, **options}, "translator options")
+    model, how, compiled = prepare(loaded.model.eval(), device_, dtype, int8, compile)
+    defaults = cfg.build(cfg.DecodeConfig, {"compile": compiled, **options}, "translator options")
 
     def run(ids: list[list[int]], config: cfg.DecodeConfig, progress: bool) -> list[list[Translation]]:
         return translate_ids(model, loaded.tokenizer, ids, config, progress)

@@ -8,6 +8,8 @@ from aiayn.decoding.compiled import CompiledStep, TracedCache, graphs, row_bucke
 from aiayn.decoding.steps import Step
 from tests.conftest import random_ids, tiny_model
 
+pytestmark = pytest.mark.usefixtures("compiled_cache")
+
 
 def rows_compiled(model) -> list[int]:
     return sorted(kind.rows for kind in graphs(model))

@@ -14,8 +14,11 @@ import pytest
 import torch
 
 from aiayn.cli import main
+from aiayn.cli import translate as cli_translate
 from aiayn.decoding import greedy_search, packages
 from aiayn.decoding.compiled import CompiledStep
+from aiayn.inference import packing_available
+from aiayn.translation import load_translator
 from tests.conftest import HANG_S, random_ids, tiny_model
 
 SRC, LIMITS = random_ids(2, 6, seed=5), torch.tensor([5, 7])  # one step: 2 rows
@@ -144,14 +147,22 @@ def aiayn(*args):
 
 
 def test_a_second_translate_process_starts_from_the_cache_and_cache_clear_empties_it(
-        trained_run, tmp_path, monkeypatch, capsys):
-    """In the session's cache (the first process compiles, unless an earlier test did: the same
-    step as tests/cli's); `aiayn cache` on a copy of it."""
+        trained_run, compiled_cache, tmp_path, monkeypatch, capsys):
+    """In the compiling tests' cache (the first process compiles, unless an earlier test did: the
+    same step as tests/cli's); `aiayn cache` on a copy of it."""
     args = ("translate", str(trained_run), "--compile", "--beam-size", "2", "a b c", "d e f g")
     first, second = aiayn(*args), aiayn(*args)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     assert first.stdout == second.stdout == "c b a\ng f e d\n"
     assert "compiling" not in second.stderr
+
+    # Compiled before, so compiled without being asked, unless refused; with an empty cache, not.
+    assert "float32 compiled" in load_translator(trained_run).description
+    assert "float32 packed" in load_translator(trained_run, compile=False).description \
+        or not packing_available(torch.float32)
+    with monkeypatch.context() as m:
+        m.setenv("AIAYN_CACHE_DIR", str(tmp_path / "empty"))
+        assert "compiled" not in load_translator(trained_run).description
 
     shutil.copytree(packages.cache_dir(), tmp_path / "cache" / "steps")
     monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path / "cache"))
@@ -164,3 +175,25 @@ def test_a_second_translate_process_starts_from_the_cache_and_cache_clear_emptie
     assert main(["cache", "clear"]) == 0 and f"removed {stored} compiled steps" in capsys.readouterr().out
     assert main(["cache", "info"]) == 0 and ": 0 compiled steps, 0.0 MB" in capsys.readouterr().out
     assert list((tmp_path / "cache" / "steps").iterdir()) == []
+
+
+def test_translate_compiles_for_a_long_input_file_unless_refused(
+        trained_run, compiled_cache, tmp_path, monkeypatch, capsys):
+    """An --input file of LONG_INPUT lines or more repays compiling: the step is compiled without
+    --compile (said in one line); --no-compile refuses; a shorter file is not compiled for."""
+    asked = []
+    translator_for = cli_translate.translator_for
+    monkeypatch.setattr(cli_translate, "translator_for", lambda args: asked.append(args.compile) or
+                        translator_for(args))
+    monkeypatch.setattr(cli_translate, "LONG_INPUT", 2)
+    (tmp_path / "in.txt").write_text("a b c\nd e f g\n")
+    (tmp_path / "short.txt").write_text("a b c\n")
+    for flags in ([], ["--no-compile"]):
+        assert main(["translate", str(trained_run), "--beam-size", "2", "-i", str(tmp_path / "in.txt"),
+                     *flags]) == 0
+        out, err = capsys.readouterr()
+        assert out == "c b a\ng f e d\n"
+        assert ("has 2 lines or more: the decoder step is compiled" in err) == (not flags)
+    assert main(["translate", str(trained_run), "--beam-size", "2", "-i", str(tmp_path / "short.txt")]) == 0
+    assert "lines or more" not in capsys.readouterr().err
+    assert asked == [True, False, None]

@@ -9,7 +9,7 @@ from tests.conftest import HANG_S
 from .conftest import serving
 
 
-def test_no_request_compiles_after_ready(trained_run):
+def test_no_request_compiles_after_ready(trained_run, compiled_cache):
     translator = load_translator(trained_run, device="cpu", compile=True, beam_size=2, batch_size=4)
     with serving([translator]) as url:
         compiled = graphs(translator.model)

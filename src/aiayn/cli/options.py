@@ -115,6 +115,9 @@ def add_inference_options(parser: argparse.ArgumentParser, exclude: tuple[str, .
     parser.add_argument("--threads", type=non_negative_int, default=0, metavar="INT",
                         help="CPU threads; 0: PyTorch's default (default: 0)")
     add_config_options(parser, cfg.DecodeConfig, "search (paper section 6.1)", exclude)
+    if "compile" not in exclude:  # neither --compile nor --no-compile: the translator chooses
+        compile_ = next(a for a in parser._actions if a.dest == "compile")
+        compile_.help = f"{field_help(cfg.DecodeConfig, 'compile')} (default: auto)"
 
 
 def translator_for(args: argparse.Namespace):
@@ -123,5 +126,5 @@ def translator_for(args: argparse.Namespace):
 
     options = given(args, cfg.DecodeConfig)
     return load_translator(args.checkpoint, engine=args.engine, device=args.device, dtype=args.dtype,
-                           int8=args.int8, compile=options.pop("compile", False), threads=args.threads,
+                           int8=args.int8, compile=options.pop("compile", None), threads=args.threads,
                            compute_type=args.compute_type, **options)

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     config = cfg.build(cfg.ServeConfig, given(args, cfg.ServeConfig), "command line")
     keys = list(args.api_key) + [k for k in os.environ.get(API_KEYS_VARIABLE, "").split(",") if k.strip()]
     options = given(args, cfg.DecodeConfig)
-    compile_ = options.pop("compile", False)
+    compile_ = options.pop("compile", None)
     translators = []
     for path in args.models:
         translators.append(load_translator(path, engine=args.engine, device=args.device, dtype=args.dtype,

@@ -8,11 +8,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
+from aiayn.checkpoint import CheckpointError
 from aiayn.cli.options import add_inference_options, translator_for
 from aiayn.data.readers import DataError, decode_lines, iter_lines
 from aiayn.files import check_writable, write_atomically
 from aiayn.text import documents
-from aiayn.translation import CHUNK, Translation
+from aiayn.translation import CHUNK, Translation, model_format
 
 
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
@@ -45,6 +46,10 @@ def run(args: argparse.Namespace) -> int:
             raise DataError(f"{args.output}: --output is the --input file, which it would overwrite")
     if args.input and Path(args.input).suffix.lower() in WHOLE_FILES:
         return _translate_file(args)
+    if args.compile is None and args.input and _pytorch(args) and _long(args.input):
+        args.compile = True
+        print(f"aiayn: {args.input} has {LONG_INPUT:,} lines or more: the decoder step is compiled, which "
+              "repays itself on such a file (--no-compile: never)", file=sys.stderr)
     translator = translator_for(args)
     lines, chunk = _lines(args)
     nbest = translator.defaults.nbest
@@ -60,6 +65,27 @@ def run(args: argparse.Namespace) -> int:
 
 
 WHOLE_FILES = (".html", ".htm", ".srt", ".docx")
+LONG_INPUT = 150_000  # lines of an --input file from which compiling the decoder step repays itself,
+# for a model not compiled before: compiling its steps for the default batches takes minutes once,
+# and saves about a millisecond a sentence (benchmarks/RESULTS.md, "Compiled by default")
+
+
+def _pytorch(args: argparse.Namespace) -> bool:
+    """Whether the model runs in PyTorch (a model that cannot be read is left to the translator, which
+    says what is wrong)."""
+    try:
+        return args.engine != "ctranslate2" and model_format(args.checkpoint) != "ctranslate2"
+    except CheckpointError:
+        return False
+
+
+def _long(path: str) -> bool:
+    """Whether the file has LONG_INPUT lines or more, counted up to there (an unreadable file is left
+    to the translation, which says what is wrong)."""
+    try:
+        return sum(1 for _ in zip(range(LONG_INPUT), iter_lines(path), strict=False)) >= LONG_INPUT
+    except DataError:
+        return False
 
 
 def _translate_file(args: argparse.Namespace) -> int:

@@ -243,6 +243,15 @@ def _compiled(model: Transformer, normalise: bool) -> packages.Packages:
     return known[1]
 
 
+def compiled_before(model: Transformer) -> bool:
+    """Whether the cache holds a step compiled for this model (its weights, dtype and device) on this
+    machine: translation then uses the compiled step without being asked (`translation.prepare`)."""
+    if not packages.entries():  # the common case, without hashing the weights
+        return False
+    table = model.tgt_embed.weight  # the step's activations, and so its cache, are in its dtype
+    return packages.stored(packages.weights_digest(_Step(model, True)), table.dtype, table.device)
+
+
 def graphs(model: Transformer) -> list[packages.Kind]:
     """The compiled steps this process holds for the model's current weights."""
     return [kind for _, step in _steps.get(model, {}).values() for kind in step.kinds()]

@@ -138,6 +138,18 @@ def entry_fields(weights: str, kind: Kind, sample: Tensor) -> dict[str, Any]:
             "normalise": kind.normalise, "traced": kind.traced}
 
 
+def stored(weights: str, dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether the cache holds a step compiled for these weights, in `dtype` on `device`, by this
+    code, torch and machine (of any kind: row count, search)."""
+    found = entries()
+    if not found:
+        return False
+    want = entry_fields(weights, Kind(0, False, False), torch.empty(0, dtype=dtype, device=device))
+    same = ("weights", "code", "torch", "machine", "dtype")
+    return any(recorded and all(recorded.get("fields", {}).get(key) == want[key] for key in same)
+               for _, recorded, _ in found)
+
+
 def entry_name(fields: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
 
