@@ -96,18 +96,17 @@ def prepare(model: Transformer, device: torch.device, dtype: str = "float32", in
     compiled step if this model has been compiled on this machine before (its steps are in the cache,
     `decoding.packages`), else not. `model` (on `device`, in eval mode) may be changed or copied."""
     from aiayn import inference
+    from aiayn.decoding import packages
     from aiayn.decoding.compiled import compiled_before
 
     torch_dtype = getattr(torch, dtype)
     if int8:
         if device.type != "cpu":
             raise cfg.ConfigError("int8 is for CPUs: use device cpu")
-        if compile is not False and inference.int8_compilable():
-            compiled = inference.quantize_int8(model, compiled=True)
+        if compile or (compile is None and inference.int8_compilable() and packages.entries()):
+            compiled = inference.quantize_int8(model, compiled=True)  # a copy
             if compile or compiled_before(compiled):
                 return compiled, "int8 compiled", True
-        elif compile:
-            inference.quantize_int8(model, compiled=True)  # raises: why it cannot be compiled
         return inference.quantize_int8(model), "int8", False
     if compile or (compile is None and compiled_before(model.to(torch_dtype))):
         return model.to(torch_dtype), f"{dtype} compiled", True

@@ -9,6 +9,7 @@ import torch
 from aiayn import checkpoint
 from aiayn.cli import main
 from aiayn.data.corpora import load_corpus
+from aiayn.translation import load_translator
 from tests.conftest import TRAINED_STEPS
 
 
@@ -133,6 +134,9 @@ def test_translate_int8_compiled_gives_the_float_translations_of_a_confident_mod
     int8 = capsys.readouterr().out
     assert main(["translate", str(trained_run), *sentences, "--beam-size", "1", "--no-compile"]) == 0
     assert int8 == capsys.readouterr().out and len(int8.splitlines()) == 2
+    # compiled before: --int8 alone is compiled too; int8 itself is never chosen without --int8
+    assert "int8 compiled" in load_translator(trained_run, int8=True).description
+    assert "int8" not in load_translator(trained_run).description
 
 
 @pytest.mark.parametrize("options, message", [
