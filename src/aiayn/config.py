@@ -265,6 +265,9 @@ class ServeConfig:
     port: int = _opt(8000, "TCP port to listen on", bounds="[1, 65535]")
     batching: bool = _opt(True, "gather sentences of concurrent requests into one search; "
                                 "--no-batching translates one request at a time")
+    workers: int = _opt(0, "searches that run at once, each on its share of --threads; 0: 2 on a CPU of "
+                           "2 or more cores (small batches: more sentences per second and per CPU second "
+                           "than one search on every core), else 1. --no-batching: 1", bounds=">= 0")
     max_batch_tokens: int = _opt(4096, "source tokens of the sentences gathered into one search",
                                  bounds=">= 1")
     max_wait_ms: float = _opt(5.0, "how long the first sentence waits for others to share its search",

@@ -138,7 +138,8 @@ def load_translator(path: str | Path, *, engine: str | None = None, device: str 
         torch.set_num_threads(threads)
     device_ = resolve_device(device)
     threads_ = torch.get_num_threads()
-    on = f"on {device_}, {threads_} threads" if device_.type == "cpu" else f"on {device_}"
+    plural = "s" if threads_ > 1 else ""
+    on = f"on {device_}, {threads_} thread{plural}" if device_.type == "cpu" else f"on {device_}"
     if engine == "ctranslate2":
         from aiayn.interop.ctranslate2 import CTranslate2Translator
 

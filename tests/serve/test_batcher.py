@@ -27,12 +27,12 @@ class Recorder:
         return [Translation(t.upper(), 0.0, 0.0, [1] * len(t)) for t in texts]
 
 
-def run(config, scenario):
-    recorder = Recorder()
-    executor = ThreadPoolExecutor(1)
+def run(config, scenario, workers=1, recorder=None):
+    recorder = recorder or Recorder()
+    executor = ThreadPoolExecutor(workers)
 
     async def main():
-        batcher = Batcher({("en", "de"): recorder}, config, executor)
+        batcher = Batcher({("en", "de"): recorder}, config, executor, workers=workers)
         task = asyncio.create_task(batcher.run())
         try:
             return await scenario(batcher, recorder)
@@ -124,3 +124,86 @@ def test_withdrawn_sentences_are_not_searched_and_a_full_queue_refuses():
     results, recorder = run(ServeConfig(max_queue=2, max_wait_ms=0), scenario)
     assert [t.text for t in results] == ["A", "E"]
     assert [texts for texts, _ in recorder.searches] == [["a"], ["e"]]
+
+
+class Holder(Recorder):
+    """Holds every search of a text "hold" until released; counts the searches running at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.running, self.most, self.release, self.lock = 0, 0, threading.Event(), threading.Lock()
+
+    def translate(self, texts, segments=None, attention=False, **options):
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        if "hold" in texts:
+            self.release.wait(HANG_S)
+        try:
+            return super().translate(texts, segments, attention, **options)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_workers_search_batches_at_once(workers):
+    """With two workers a request is searched while another's search runs; with one it waits."""
+    async def scenario(batcher, holder):
+        held = batcher.submit(["hold"], ids(1), EN_DE)
+        await asyncio.sleep(0.05)  # the first worker is searching "hold"
+        other = batcher.submit(["b"], ids(1), EN_DE)
+        done, _ = await asyncio.wait(other, timeout=0.5)
+        holder.release.set()
+        await asyncio.gather(*held, *other)
+        return len(done)
+
+    holder = Holder()
+    answered_while_held, _ = run(ServeConfig(), scenario, workers, holder)
+    assert answered_while_held == (1 if workers == 2 else 0)
+    assert holder.most == workers
+
+
+@pytest.mark.parametrize("options, device, threads, expected", [
+    ({}, "cpu", 2, 2), ({}, "cpu", 1, 1), ({}, "cuda", 8, 1), ({"workers": 3}, "cpu", 2, 3),
+    ({"batching": False}, "cpu", 8, 1), ({"batching": False, "workers": 4}, "cpu", 8, 1),
+])
+def test_how_many_searches_run_at_once(options, device, threads, expected):
+    from aiayn.serve.service import workers_for
+
+    assert workers_for(ServeConfig(**options), device, threads) == expected
+
+
+def test_beside_a_running_search_a_second_waits_for_half_as_many_sentences():
+    """Two workers: while four sentences are searched, one new sentence is not searched alone; a second
+    arriving makes half as many, and they are searched together at once."""
+    async def scenario(batcher, holder):
+        held = batcher.submit(["hold", "x", "y", "z"], ids(1, 1, 1, 1), EN_DE)
+        await asyncio.sleep(0.05)  # the first worker is searching the four
+        first = batcher.submit(["b"], ids(1), EN_DE)
+        await asyncio.sleep(0.1)
+        waited = not first[0].done()
+        second = batcher.submit(["c"], ids(1), EN_DE)
+        await asyncio.wait_for(asyncio.gather(*first, *second), 5)  # searched while "hold" is held
+        holder.release.set()
+        await asyncio.gather(*held)
+        return waited
+
+    holder = Holder()
+    waited, _ = run(ServeConfig(), scenario, 2, holder)
+    assert waited
+    assert [texts for texts, _ in holder.searches] == [["b", "c"], ["hold", "x", "y", "z"]]
+
+
+def test_a_sentence_gathering_beside_a_search_goes_when_the_search_ends():
+    async def scenario(batcher, holder):
+        held = batcher.submit(["hold", "x", "y", "z"], ids(1, 1, 1, 1), EN_DE)
+        await asyncio.sleep(0.05)
+        alone = batcher.submit(["b"], ids(1), EN_DE)
+        await asyncio.sleep(0.1)
+        holder.release.set()
+        await asyncio.wait_for(asyncio.gather(*held, *alone), 5)
+
+    holder = Holder()
+    run(ServeConfig(), scenario, 2, holder)
+    assert [texts for texts, _ in holder.searches] == [["hold", "x", "y", "z"], ["b"]]

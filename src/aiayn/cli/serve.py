@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+import torch
+
 from aiayn import config as cfg
 from aiayn.cli.options import add_config_options, add_inference_options, given
 
@@ -38,25 +40,31 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as e:
         raise ImportError(f"aiayn serve needs the serve extra ({e.name} is missing): "
                           "pip install -e \".[serve]\"") from None
+    from aiayn.serve.service import searchers, workers_for
+    from aiayn.train.loop import resolve_device
     from aiayn.translation import load_translator
 
     config = cfg.build(cfg.ServeConfig, given(args, cfg.ServeConfig), "command line")
     keys = list(args.api_key) + [k for k in os.environ.get(API_KEYS_VARIABLE, "").split(",") if k.strip()]
     options = given(args, cfg.DecodeConfig)
     compile_ = options.pop("compile", None)
+    threads = args.threads or torch.get_num_threads()
+    workers = workers_for(config, resolve_device(args.device).type, threads)
+    searcher = searchers(workers, max(1, threads // workers))  # the models are loaded where they search
     translators = []
     for path in args.models:
-        translators.append(load_translator(path, engine=args.engine, device=args.device, dtype=args.dtype,
-                                           int8=args.int8, compile=compile_, threads=args.threads,
-                                           compute_type=args.compute_type, **options))
+        translators.append(searcher.submit(
+            load_translator, path, engine=args.engine, device=args.device, dtype=args.dtype, int8=args.int8,
+            compile=compile_, compute_type=args.compute_type, **options).result())
         print(f"loaded {path}: {translators[-1].src_lang}->{translators[-1].tgt_lang}, "
               f"{translators[-1].description}", flush=True)
     try:
-        app = create_app(translators, config, [k.strip() for k in keys])
+        app = create_app(translators, config, [k.strip() for k in keys], searcher)
     except ValueError as e:
         raise cfg.ConfigError(str(e)) from None
-    print(f"serving on http://{config.host}:{config.port} (page /, API docs /docs); /ready answers once "
-          "the models are warmed up", flush=True)
+    print(f"serving on http://{config.host}:{config.port} (page /, API docs /docs), {workers} search"
+          f"{'es' if workers > 1 else ''} at once on {max(1, threads // workers)} of {threads} CPU threads "
+          "each; /ready answers once the models are warmed up", flush=True)
     uvicorn.run(app, host=config.host, port=config.port, timeout_graceful_shutdown=config.drain_timeout,
                 log_level="warning")
     return 0

@@ -15,6 +15,7 @@ away has its waiting sentences withdrawn too.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -29,10 +30,11 @@ from aiayn.translation import Translator
 
 
 def create_app(translators: Iterable[Translator], config: ServeConfig | None = None,
-               api_keys: Iterable[str] = ()) -> FastAPI:
+               api_keys: Iterable[str] = (), searcher: ThreadPoolExecutor | None = None) -> FastAPI:
     """The service for `translators` (one per language pair). Started (its lifespan), it warms each
-    model up in a worker thread; `/ready` answers 200 once they all are."""
-    service = Service(translators, config or ServeConfig(), api_keys)
+    model up in its search thread (`searcher`: the one they were loaded on, `service.search_thread`);
+    `/ready` answers 200 once they all are."""
+    service = Service(translators, config or ServeConfig(), api_keys, searcher)
     app = FastAPI(title="aiayn", version=__version__, lifespan=lambda app: service.running(),
                   description="Neural machine translation with the Transformer of 'Attention Is All "
                               "You Need': aiayn's own API (/v1/translate) and LibreTranslate's (/translate).")

@@ -5,7 +5,10 @@ takes the oldest sentence and gathers the others waiting with the same search (l
 and options), oldest first, until they hold `max_batch_tokens` source tokens, or the first has
 waited `max_wait_ms`, or no other request is on its way (`arriving`: one client alone never
 waits); the search runs in a worker thread, so the event loop keeps accepting
-requests while the model computes, and the next batch gathers meanwhile. A sentence whose
+requests while the model computes, and the next batch gathers meanwhile. Several workers
+(`ServeConfig.workers`) each search a batch of their own at once; beside a running search, the
+next starts once half as many sentences wait (or that search ends): on a busy server an idle
+worker would otherwise take one sentence at a time. A sentence whose
 request gave up (a timeout, a client gone) leaves the queue unsearched. The search of a sentence
 does not depend on which others share its batch (decoding/translator.py), so a sentence served
 here gets what `aiayn translate` gives it. Without batching, one request is searched at a time.
@@ -64,12 +67,16 @@ class BatchStats:
 
 
 class Batcher:
-    """Gathers sentences into searches and runs them on `executor` (one worker: the model's threads
-    are the parallelism). `on_batch` is told about each search; `queued` is how many sentences wait."""
+    """Gathers sentences into searches and runs them on `executor`, `workers` searches at once (one
+    per thread of the executor). `on_batch` is told about each search; `queued` is how many
+    sentences wait."""
 
     def __init__(self, translators: dict[tuple[str, str], Translator], config: ServeConfig,
-                 executor: Executor, on_batch: Callable[[BatchStats], None] = lambda stats: None) -> None:
+                 executor: Executor, on_batch: Callable[[BatchStats], None] = lambda stats: None,
+                 workers: int = 1) -> None:
         self.translators, self.config, self.executor, self.on_batch = translators, config, executor, on_batch
+        self.workers = workers
+        self._searching = 0  # sentences in the searches running now
         self._queue: collections.deque[_Waiting] = collections.deque()
         self._submitted = asyncio.Event()
         self._requests = itertools.count()
@@ -94,12 +101,16 @@ class Batcher:
         return [w.future for w in waiting]
 
     async def run(self) -> None:
-        """Search batch after batch, for ever (cancel the task to stop)."""
+        """Search batch after batch, `workers` at once, for ever (cancel the task to stop)."""
+        await asyncio.gather(*(self._work() for _ in range(self.workers)))
+
+    async def _work(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
             batch = await self._next_batch()
             started = time.perf_counter()
             search = batch[0].search
+            self._searching += len(batch)
             try:
                 results = await loop.run_in_executor(self.executor, self._translate, search, batch)
             except Exception as e:  # noqa: BLE001 - handed to the requests, which answer 500
@@ -107,6 +118,9 @@ class Batcher:
                     if not w.future.done():
                         w.future.set_exception(e)
                 continue
+            finally:
+                self._searching -= len(batch)
+                self._submitted.set()  # a worker gathering beside this search may start now
             for w, result in zip(batch, results, strict=True):
                 if not w.future.done():
                     w.future.set_result(result)
@@ -131,13 +145,18 @@ class Batcher:
             if not self.config.batching:
                 return self._take(lambda w, request=first.request: w.request == request)
             left = first.since + self.config.max_wait_ms / 1000 - loop.time()
-            tokens = sum(w.tokens for w in self._queue if w.search == first.search)
-            if left <= 0 or tokens >= self.config.max_batch_tokens or self.arriving <= 0:
+            same = [w for w in self._queue if w.search == first.search]
+            tokens = sum(w.tokens for w in same)
+            # Beside a running search, wait for half as many sentences as it holds (or for it to end):
+            # a second search of one or two sentences would take the cores for little.
+            gathering = 2 * len(same) < self._searching
+            if tokens >= self.config.max_batch_tokens or (
+                    not gathering and (left <= 0 or self.arriving <= 0)):
                 budget = self.config.max_batch_tokens
                 return self._take(lambda w, search=first.search: w.search == search, budget)
             self._submitted.clear()
             try:
-                await asyncio.wait_for(self._submitted.wait(), left)
+                await asyncio.wait_for(self._submitted.wait(), None if gathering else left)
             except TimeoutError:
                 pass
 

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import torch
 from fastapi import Request
 
 from aiayn.config import ServeConfig
@@ -28,12 +29,13 @@ class Service:
     """The server's state; `running()` is its lifespan (the batcher's task, the warm-up)."""
 
     def __init__(self, translators: Iterable[Translator], config: ServeConfig,
-                 api_keys: Iterable[str]) -> None:
+                 api_keys: Iterable[str], searcher: ThreadPoolExecutor | None = None) -> None:
         self.models = by_pair(translators)
         self.config, self.keys = config, frozenset(api_keys)
         self.metrics = Metrics()
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aiayn-search")
-        self.batcher = Batcher(self.models, config, self.executor, self.metrics.batch)
+        self.executor = searcher or searchers()
+        self.batcher = Batcher(self.models, config, self.executor, self.metrics.batch,
+                               self.executor._max_workers)
         self.metrics.queue_depth.set_function(lambda: self.batcher.queued)
         self.limits = RateLimits(config.req_limit, config.key_req_limit)
         self.files = TranslatedFiles()
@@ -130,6 +132,27 @@ class Service:
         except QueueFull as e:
             raise Problem(503, f"the server is busy: {e}; retry later", {"Retry-After": "1"}) from None
         return await results(request, futures, self.config.timeout)
+
+
+def searchers(workers: int = 1, threads: int | None = None) -> ThreadPoolExecutor:
+    """The threads that run the server's models, `workers` of them, each with `threads` CPU threads of
+    its own (None: as set already). Load the models on them too (`submit`): PyTorch's CPU threads form
+    one OpenMP pool per thread that runs operations, and a second pool (the main thread's, from
+    loading) beside a search on two threads made a 2-vCPU machine search a sentence 1.5x slower (the
+    pools' threads then sleep between operations instead of spinning; benchmarks/RESULTS.md)."""
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aiayn-search",
+                              initializer=None if threads is None else torch.set_num_threads,
+                              initargs=() if threads is None else (threads,))
+
+
+def workers_for(config: ServeConfig, device: str, threads: int) -> int:
+    """How many searches run at once (`ServeConfig.workers`; 0: chosen here): two on a CPU of two or
+    more threads, one on a GPU, and one request at a time without batching."""
+    if not config.batching:
+        return 1
+    if config.workers:
+        return config.workers
+    return 2 if device == "cpu" and threads >= 2 else 1
 
 
 # Options that say how texts are cut into sentences; the search of those sentences is the same.
