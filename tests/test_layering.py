@@ -34,7 +34,8 @@ ALLOWED = {
     "tokenizer": {"errors"},
     "config": {"errors"},
     "files": {"errors"},
-    "serve": {"config", "errors", "translation", "text"},  # the public translation API, and text tools
+    "serve": {"config", "errors", "translation", "text", "explain"},  # the public APIs, and text tools
+    "explain": {"config", "errors", "files", "model", "decoding", "tokenizer", "translation"},
     "text": {"errors"},  # what turns real text into sentences and back knows nothing of models
 }
 NOBODY_IMPORTS = {"cli"}

@@ -17,6 +17,7 @@ from aiayn.cli import (
     convert,
     evaluate,
     experiments,
+    explain,
     export,
     info,
     plot,
@@ -28,8 +29,9 @@ from aiayn.cli import (
 from aiayn.errors import AiaynError
 
 COMMANDS = {"prepare": prepare, "train": train, "translate": translate, "evaluate": evaluate,
-            "average": average, "attention": attention, "plot": plot, "experiments": experiments,
-            "convert": convert, "export": export, "info": info, "serve": serve, "cache": cache}
+            "average": average, "attention": attention, "explain": explain, "plot": plot,
+            "experiments": experiments, "convert": convert, "export": export, "info": info, "serve": serve,
+            "cache": cache}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,6 +12,9 @@ Shapes: B sentences, K beam size, V vocabulary, L tokens so far (bos included), 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
@@ -69,13 +72,29 @@ def top_k(x: Tensor, k: int, chunk: int = 100) -> tuple[Tensor, Tensor]:
     return values, positions.gather(1, where)
 
 
+@dataclass
+class BeamStep:
+    """What one step of beam search did, for a watcher (`beam_search(watch=...)`, aiayn explain):
+    each searching sentence's 2K candidates, best first, and what became of them."""
+
+    position: int  # tokens made before this step (bos not counted)
+    sentences: Tensor  # (B,) the sentences of the batch these rows are
+    scores: Tensor  # (B, 2K) each candidate's log-probability so far (-inf: not a candidate)
+    beams: Tensor  # (B, 2K) the live hypothesis it extends
+    tokens: Tensor  # (B, 2K) its new token
+    finished: Tensor  # (B, K) whether each of the first K ended in eos: a finished hypothesis
+    kept: Tensor  # (B, K) which candidates (indices of the 2K) are the next live hypotheses
+    penalty: float  # the length penalty dividing the score of a hypothesis finished here
+
+
 @torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int = 1, alpha: float = 0.6,
-                penalty: str = "gnmt", max_lengths: Tensor | None = None,
-                step: Step | None = None) -> list[list[Hypothesis]]:
+                penalty: str = "gnmt", max_lengths: Tensor | None = None, step: Step | None = None,
+                watch: Callable[[BeamStep], None] | None = None) -> list[list[Hypothesis]]:
     """The `nbest` best hypotheses (best first) for each of the B sentences of `src` (B, S).
 
-    `step`: how the decoder steps run (default: the model's own; `compiled.CompiledStep`)."""
+    `step`: how the decoder steps run (default: the model's own; `compiled.CompiledStep`).
+    `watch`: called after every step with what it did (`BeamStep`)."""
     if not 1 <= nbest <= beam_size:
         raise ValueError(f"nbest={nbest} must be between 1 and the beam size {beam_size}")
     c, k, n, step = model.config, beam_size, src.size(0), step or Step(model)
@@ -109,9 +128,11 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
         # Candidates ending in eos among the first K ranks are finished.
         parents = tokens.gather(1, cand_beams[:, :k, None].expand(-1, -1, tokens.size(2)))  # (B, K, L)
         ended = (cand_tokens[:, :k] == c.eos_id) & (cand_scores[:, :k] > NEG_INF)
-        final.add(active, parents, cand_scores[:, :k], ended, length_penalty(position + 1, alpha, penalty),
-                  c.eos_id)
-        scores, beams, tokens = live(tokens, cand_scores, cand_beams, cand_tokens, c.eos_id)
+        lp = length_penalty(position + 1, alpha, penalty)
+        final.add(active, parents, cand_scores[:, :k], ended, lp, c.eos_id)
+        scores, beams, tokens, kept = live(tokens, cand_scores, cand_beams, cand_tokens, c.eos_id)
+        if watch is not None:
+            watch(BeamStep(position, active, cand_scores, cand_beams, cand_tokens, ended, kept, float(lp)))
         if position == 0:
             step.fan_out(cache, k)  # every beam continues bos: each starts as a copy of its sentence's row
         else:
@@ -130,16 +151,17 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
 
 
 def live(tokens: Tensor, cand_scores: Tensor, cand_beams: Tensor, cand_tokens: Tensor, eos_id: int
-         ) -> tuple[Tensor, Tensor, Tensor]:
+         ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The best K candidates (B, 2K) that do not end in eos, as the next live hypotheses: their
-    scores and the beams they extend, each (B, K), and their tokens (B, K, L+1)."""
+    scores and the beams they extend, each (B, K), their tokens (B, K, L+1), and which candidates
+    they are (B, K)."""
     k = tokens.size(1)
     rank = torch.arange(2 * k, device=tokens.device) + (cand_tokens == eos_id) * 2 * k  # (B, 2K)
     keep = rank.argsort(dim=1)[:, :k]  # (B, K)
     beams = cand_beams.gather(1, keep)  # (B, K)
     tokens = torch.cat([tokens.gather(1, beams[:, :, None].expand(-1, -1, tokens.size(2))),
                         cand_tokens.gather(1, keep)[:, :, None]], dim=2)  # (B, K, L+1)
-    return cand_scores.gather(1, keep), beams, tokens
+    return cand_scores.gather(1, keep), beams, tokens, keep
 
 
 class Finished:

@@ -27,6 +27,14 @@ SHORT_KEYS = 128
 Relative = tuple[Tensor, Tensor | None]  # a^K, a^V: (Tq, Tk, K) each
 
 
+def scaled_scores(q: Tensor, k: Tensor, relative: Relative | None = None) -> Tensor:
+    """Q K^T / sqrt(d_k): how well each query matches each key, before the softmax. (B, H, Tq, Tk)"""
+    if relative is None:
+        return q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    rel_k = torch.einsum("bhqd,qkd->bhqk", q, relative[0])  # q_i . a^K_ij: (B, H, Tq, Tk)
+    return (q @ k.transpose(-2, -1) + rel_k) / math.sqrt(q.size(-1))
+
+
 def attention_reference(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
                         dropout_p: float = 0.0, relative: Relative | None = None) -> tuple[Tensor, Tensor]:
     """softmax(Q K^T / sqrt(d_k)) V, written out. Returns (output (B, H, Tq, K), weights (B, H, Tq, Tk)).
@@ -34,11 +42,7 @@ def attention_reference(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = N
     The weights are those the output was computed with, before dropout; masked keys get exactly 0.
     With `relative` (a^K, a^V), query i reads key j as k_j + a^K_ij and value j as v_j + a^V_ij.
     """
-    if relative is None:
-        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Tq, Tk)
-    else:
-        rel_k = torch.einsum("bhqd,qkd->bhqk", q, relative[0])  # q_i . a^K_ij: (B, H, Tq, Tk)
-        scores = (q @ k.transpose(-2, -1) + rel_k) / math.sqrt(q.size(-1))
+    scores = scaled_scores(q, k, relative)  # (B, H, Tq, Tk)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncIterator, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +15,8 @@ from typing import Any
 import torch
 from fastapi import Request
 
-from aiayn.config import ServeConfig
+from aiayn.config import ConfigError, ServeConfig
+from aiayn.explain import explain
 from aiayn.serve.batcher import Batcher, QueueFull, Search
 from aiayn.serve.errors import Problem
 from aiayn.serve.files import TranslatedFiles
@@ -132,6 +134,18 @@ class Service:
         except QueueFull as e:
             raise Problem(503, f"the server is busy: {e}; retry later", {"Retry-After": "1"}) from None
         return await results(request, futures, self.config.timeout)
+
+    async def explain(self, text: str, pair: tuple[str, str], options: dict[str, Any]) -> dict[str, Any]:
+        """The explain page's data for one sentence (`aiayn.explain`), computed on a search thread."""
+        if not self.ready:
+            raise Problem(503, "the server is warming up its models", {"Retry-After": "1"})
+        if len(text) > self.config.max_chars:
+            raise Problem(400, f"text: {len(text):,} characters; at most {self.config.max_chars:,}")
+        work = functools.partial(explain, self.models[pair], text, **options)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.executor, work)
+        except ConfigError as e:
+            raise Problem(400, str(e)) from None
 
 
 def searchers(workers: int = 1, threads: int | None = None) -> ThreadPoolExecutor:

@@ -1,4 +1,5 @@
-"""aiayn's own API: `POST /v1/translate` (n-best lists, scores, attention) and `GET /v1/models`."""
+"""aiayn's own API: `POST /v1/translate` (n-best lists, scores, attention), `POST /v1/explain` (one
+sentence's whole computation, for the page's Explain tab) and `GET /v1/models`."""
 
 from __future__ import annotations
 
@@ -31,6 +32,17 @@ class TranslateRequest(BaseModel):
                                                                 "translated, its markup kept")
 
 
+class ExplainRequest(BaseModel):
+    """`POST /v1/explain`. Unset search options take the server's defaults."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    text: str = Field(description="one sentence (it is not split)")
+    source: str | None = Field(None, description="source language; may be left out when one model fits")
+    target: str | None = Field(None, description="target language; may be left out when one model serves")
+    beam_size: int | None = Field(None, ge=1, description="beam width; 1 is greedy search")
+    length_penalty: float | None = Field(None, ge=0, description="length penalty alpha")
+
+
 def router(service: Service) -> APIRouter:
     api = APIRouter()
 
@@ -56,6 +68,16 @@ def router(service: Service) -> APIRouter:
         results = await service.translate(request, texts, pair, options, body.attention)
         return {"source": pair[0], "target": pair[1],
                 "translations": [translation_json(t, body.attention) for t in results]}
+
+    @api.post("/v1/explain", summary="One sentence's translation, step by step: the explain page's data")
+    async def explain(request: Request, body: ExplainRequest) -> dict[str, Any]:
+        service.admit(request)
+        pair = service.pair(body.source, body.target)
+        options = {k: v for k, v in (("beam_size", body.beam_size), ("length_penalty", body.length_penalty))
+                   if v is not None}
+        if "beam_size" in options:
+            at_most("beam_size", options["beam_size"], service.config.max_beam_size)
+        return await service.explain(body.text, pair, options)
 
     @api.get("/v1/models", summary="The models served: language pair, search defaults, how they compute")
     async def models() -> dict[str, Any]:

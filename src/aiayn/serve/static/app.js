@@ -1,6 +1,7 @@
 // The page's logic: ask /v1/translate for a translation (of text or HTML) with its n-best list and
 // attention, and draw the encoder-decoder attention of the chosen layer and head as a heat map;
-// send a file to /translate_file and offer its translation for download.
+// send a file to /translate_file and offer its translation for download; in the Explain tab, ask
+// /v1/explain for one sentence's whole computation and draw it (explain.js, as `aiayn explain` does).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -10,12 +11,12 @@ async function loadModels() {
   const response = await fetch("/v1/models");
   const info = await response.json();
   for (const m of info.models) {
-    const option = document.createElement("option");
-    option.value = `${m.source}:${m.target}`;
-    option.textContent = `${m.source} → ${m.target}`;
-    $("pair").appendChild(option);
+    for (const select of [$("pair"), $("explain-pair")]) {
+      select.add(new Option(`${m.source} → ${m.target}`, `${m.source}:${m.target}`));
+    }
   }
   $("beam").max = info.max_beam_size;
+  $("explain-beam").max = info.max_beam_size;
   $("nbest").max = info.max_beam_size;
   if (info.models.length) $("beam").value = info.models[0].beam_size;
   $("key-label").hidden = !info.api_key_required;
@@ -156,6 +157,39 @@ function focus(table, tr, t, row) {
     strongest.map(([w, s]) => `"${piece(a.source[s])}" (${w.toFixed(2)})`).join(", ");
 }
 
+async function explainSentence(event) {
+  event.preventDefault();
+  const [source, target] = $("explain-pair").value.split(":");
+  const headers = { "Content-Type": "application/json" };
+  if ($("key").value) headers["X-API-Key"] = $("key").value;
+  $("explain-status").textContent = "computing…";
+  $("explain-status").className = "";
+  $("explain-button").disabled = true;
+  try {
+    const response = await fetch("/v1/explain", {
+      method: "POST", headers,
+      body: JSON.stringify({ text: $("explain-text").value, source, target, beam_size: Number($("explain-beam").value) }),
+    });
+    const answer = await response.json();
+    if (!response.ok) throw new Error(answer.error || response.statusText);
+    AiaynExplain.render($("explain"), answer, document.documentElement.lang.startsWith("zh") ? "zh" : "en");
+    $("explain-status").textContent = "";
+  } catch (error) {
+    $("explain-status").textContent = error.message;
+    $("explain-status").className = "error";
+  } finally {
+    $("explain-button").disabled = false;
+  }
+}
+
+function showTab(id) {
+  document.querySelectorAll("nav.tabs .tab").forEach((b) => b.classList.toggle("active", b.dataset.tab === id));
+  $("translate-tab").hidden = id !== "translate-tab";
+  $("explain-tab").hidden = id !== "explain-tab";
+}
+
+document.querySelectorAll("nav.tabs .tab").forEach((b) => b.addEventListener("click", () => showTab(b.dataset.tab)));
+$("explain-form").addEventListener("submit", explainSentence);
 $("form").addEventListener("submit", translate);
 $("file-form").addEventListener("submit", translateFile);
 $("layer").addEventListener("change", draw);
