@@ -22,9 +22,29 @@ async function loadModels() {
   $("key-label").hidden = !info.api_key_required;
 }
 
-function setStatus(text, isError = false) {
-  $("status").textContent = text;
-  $("status").className = isError ? "error" : "";
+// POST to `url`, then `done(answer)` with its JSON answer; meanwhile `button` is disabled and `status`
+// says `busy`, then what `done` returns, or the server's error.
+async function post(url, init, button, status, busy, done) {
+  status.textContent = busy;
+  status.className = "";
+  button.disabled = true;
+  try {
+    const response = await fetch(url, { method: "POST", ...init });
+    const answer = await response.json();
+    if (!response.ok) throw new Error(answer.error || response.statusText);
+    status.textContent = done(answer) || "";
+  } catch (error) {
+    status.textContent = error.message;
+    status.className = "error";
+  } finally {
+    button.disabled = false;
+  }
+}
+
+function jsonHeaders() {
+  const headers = { "Content-Type": "application/json" };
+  if ($("key").value) headers["X-API-Key"] = $("key").value;
+  return headers;
 }
 
 async function translate(event) {
@@ -32,28 +52,15 @@ async function translate(event) {
   const [source, target] = $("pair").value.split(":");
   const beam = Number($("beam").value);
   const nbest = Math.min(Number($("nbest").value), beam);
-  const headers = { "Content-Type": "application/json" };
-  if ($("key").value) headers["X-API-Key"] = $("key").value;
-  setStatus("translating…");
-  $("translate").disabled = true;
-  try {
-    const response = await fetch("/v1/translate", {
-      method: "POST", headers,
-      body: JSON.stringify({ text: $("text").value, source, target, beam_size: beam, nbest,
-                             attention: true, format: $("format").value }),
+  const body = JSON.stringify({ text: $("text").value, source, target, beam_size: beam, nbest,
+                                attention: true, format: $("format").value });
+  await post("/v1/translate", { headers: jsonHeaders(), body }, $("translate"), $("status"), "translating…",
+    (answer) => {
+      show(answer.translations[0], target);
+      // HTML: the markup as text above, and drawn below in a sandbox (no scripts, no requests out).
+      $("preview").hidden = $("format").value !== "html";
+      $("preview").srcdoc = $("format").value === "html" ? answer.translations[0].text : "";
     });
-    const answer = await response.json();
-    if (!response.ok) throw new Error(answer.error || response.statusText);
-    show(answer.translations[0], target);
-    // HTML: the markup as text above, and drawn below in a sandbox (no scripts, no requests out).
-    $("preview").hidden = $("format").value !== "html";
-    $("preview").srcdoc = $("format").value === "html" ? answer.translations[0].text : "";
-    setStatus("");
-  } catch (error) {
-    setStatus(error.message, true);
-  } finally {
-    $("translate").disabled = false;
-  }
 }
 
 async function translateFile(event) {
@@ -66,23 +73,13 @@ async function translateFile(event) {
   form.append("source", source);
   form.append("target", target);
   if ($("key").value) form.append("api_key", $("key").value);
-  $("file-status").textContent = "translating…";
-  $("file-status").className = "";
   $("download").hidden = true;
-  $("translate-file").disabled = true;
-  try {
-    const response = await fetch("/translate_file", { method: "POST", body: form });
-    const answer = await response.json();
-    if (!response.ok) throw new Error(answer.error || response.statusText);
-    $("download").href = answer.translatedFileUrl;
-    $("download").hidden = false;
-    $("file-status").textContent = `${file.name}: done`;
-  } catch (error) {
-    $("file-status").textContent = error.message;
-    $("file-status").className = "error";
-  } finally {
-    $("translate-file").disabled = false;
-  }
+  await post("/translate_file", { body: form }, $("translate-file"), $("file-status"), "translating…",
+    (answer) => {
+      $("download").href = answer.translatedFileUrl;
+      $("download").hidden = false;
+      return `${file.name}: done`;
+    });
 }
 
 function scoreSpan(score) {
@@ -160,26 +157,10 @@ function focus(table, tr, t, row) {
 async function explainSentence(event) {
   event.preventDefault();
   const [source, target] = $("explain-pair").value.split(":");
-  const headers = { "Content-Type": "application/json" };
-  if ($("key").value) headers["X-API-Key"] = $("key").value;
-  $("explain-status").textContent = "computing…";
-  $("explain-status").className = "";
-  $("explain-button").disabled = true;
-  try {
-    const response = await fetch("/v1/explain", {
-      method: "POST", headers,
-      body: JSON.stringify({ text: $("explain-text").value, source, target, beam_size: Number($("explain-beam").value) }),
-    });
-    const answer = await response.json();
-    if (!response.ok) throw new Error(answer.error || response.statusText);
-    AiaynExplain.render($("explain"), answer, document.documentElement.lang.startsWith("zh") ? "zh" : "en");
-    $("explain-status").textContent = "";
-  } catch (error) {
-    $("explain-status").textContent = error.message;
-    $("explain-status").className = "error";
-  } finally {
-    $("explain-button").disabled = false;
-  }
+  const body = JSON.stringify({ text: $("explain-text").value, source, target,
+                                beam_size: Number($("explain-beam").value) });
+  await post("/v1/explain", { headers: jsonHeaders(), body }, $("explain-button"), $("explain-status"),
+    "computing…", (answer) => { AiaynExplain.render($("explain"), answer, "en"); });
 }
 
 function showTab(id) {
@@ -194,4 +175,7 @@ $("form").addEventListener("submit", translate);
 $("file-form").addEventListener("submit", translateFile);
 $("layer").addEventListener("change", draw);
 $("head").addEventListener("change", draw);
-loadModels().catch((error) => setStatus(`cannot list the models: ${error.message}`, true));
+loadModels().catch((error) => {
+  $("status").textContent = `cannot list the models: ${error.message}`;
+  $("status").className = "error";
+});
