@@ -3,6 +3,7 @@ plain torch (no aiayn module), they match the page's data within 1e-5; its beam 
 translation `translate` gives."""
 
 import math
+import threading
 
 import pytest
 import torch
@@ -177,3 +178,26 @@ def test_tensors_are_stored_exactly():
 def test_what_cannot_be_explained_is_an_error(translator, sentence, options, message):
     with pytest.raises(ConfigError, match=message):
         explain(translator, sentence, **options)
+
+
+def test_searches_on_other_threads_do_not_enter_the_record(translator, data):
+    """A server searches with the same model on another thread while it explains: only the explained
+    sentence's computation is recorded."""
+    stop = threading.Event()
+
+    def search():
+        while not stop.is_set():
+            translator.translate(["g h i j k l m n", "o p"])
+
+    other = threading.Thread(target=search)
+    other.start()
+    try:
+        again = [explain(translator, SENTENCE, beam_size=3) for _ in range(3)]
+    finally:
+        stop.set()
+        other.join()
+    for d in again:  # the same numbers (to the last bits: kernels split their work by the threads free)
+        for mine, alone in zip(d["encoder"], data["encoder"], strict=True):
+            assert mine["fired"] == alone["fired"]
+            for key in ("input", "q", "k", "v", "scores", "weights", "z", "attention", "norm1", "norm2"):
+                torch.testing.assert_close(tensor(mine[key]), tensor(alone[key]), **CLOSE)

@@ -15,6 +15,7 @@ F d_ff, V vocabulary.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -96,19 +97,21 @@ def embedded(model: Transformer, ids: Tensor, embedding: nn.Module) -> Embedded:
 
 @contextlib.contextmanager
 def _recording(layers: nn.ModuleList) -> Iterator[list[dict[str, Tensor]]]:
-    """While inside, what each encoder layer's modules compute goes into one dict per layer."""
+    """While inside, what each encoder layer's modules compute on this thread goes into one dict per
+    layer (a server may search with the same model on another thread meanwhile)."""
     seen: list[dict[str, Tensor]] = [{} for _ in layers]
-    handles = []
+    handles, here = [], threading.get_ident()
 
     def keep(store: dict, name: str, part: str = "output"):
         def hook(module, inputs, output):
-            store[name] = (inputs[0] if part == "input" else output)[0].detach().clone()  # batch of one
+            if threading.get_ident() == here:
+                store[name] = (inputs[0] if part == "input" else output)[0].detach().clone()  # batch of one
         return hook
 
     for store, layer in zip(seen, layers, strict=True):
         layer: EncoderLayer
         handles += [
-            layer.register_forward_pre_hook(lambda m, inputs, store=store: store.update(input=inputs[0][0])),
+            layer.register_forward_hook(keep(store, "input", "input")),
             layer.self_attn.in_proj.register_forward_hook(keep(store, "qkv")),  # (S, 3D)
             layer.self_attn.out_proj.register_forward_hook(keep(store, "z", "input")),
             layer.self_attn.out_proj.register_forward_hook(keep(store, "attention")),
