@@ -218,8 +218,11 @@ def test_the_web_page_and_its_files_are_served(server):
     page = httpx.get(f"{server}/")
     assert page.status_code == 200 and "<textarea" in page.text and "/static/app.js" in page.text
     script = httpx.get(f"{server}/static/app.js")
-    assert script.status_code == 200 and "fetch(\"/v1/translate\"" in script.text
+    assert script.status_code == 200 and 'post("/v1/translate"' in script.text
     assert "http" not in page.text + script.text  # everything from this server: no CDN
+    for name in ("explain.js", "words.js", "explain.css"):  # the Explain tab's files
+        assert f"/static/explain/{name}" in page.text
+        assert httpx.get(f"{server}/static/explain/{name}").status_code == 200
 
 
 def _metric(url, name):
