@@ -12,8 +12,8 @@ from aiayn.cli import parse
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def readme_commands() -> list[str]:
-    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+def readme_commands(readme: str = "README.md") -> list[str]:
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / readme).read_text(), flags=re.S)
     lines = "\n".join(blocks).replace("\\\n", " ").splitlines()
     return [line.split(" #")[0].strip() for line in lines if line.strip().startswith("aiayn ")]
 
@@ -26,6 +26,11 @@ def test_the_readme_has_commands():
 def test_every_readme_command_parses(command):
     args = parse(shlex.split(command)[1:])
     assert args.command == shlex.split(command)[1]
+
+
+@pytest.mark.parametrize("command", readme_commands("docs/zh-CN/README.md"))
+def test_every_command_of_the_chinese_guide_parses(command):
+    assert parse(shlex.split(command)[1:]).command == shlex.split(command)[1]
 
 
 @pytest.mark.parametrize("command", readme_commands())

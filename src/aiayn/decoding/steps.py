@@ -32,6 +32,14 @@ def max_output_lengths(src: Tensor, pad_id: int, extra: int = 50, fixed: int = 0
     return (src != pad_id).sum(dim=1) + extra
 
 
+def output_limits(model: Transformer, src: Tensor, extra: int = 50, fixed: int = 0) -> Tensor:
+    """`max_output_lengths` for `model`: with learned positions, none beyond its table (bos takes 0)."""
+    limits = max_output_lengths(src, model.config.pad_id, extra, fixed)
+    if model.config.positional == "learned":
+        limits = limits.clamp(max=model.config.max_positions - 1)
+    return limits
+
+
 def next_logits(model: Transformer, last_tokens: Tensor, src: Tensor,
                 cache: DecoderCache) -> tuple[Tensor, Tensor]:
     """Scores of the next token after `last_tokens` (B,), one cached step: see `logits_and_normaliser`."""

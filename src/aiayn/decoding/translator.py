@@ -19,7 +19,7 @@ from aiayn.data.batching import pad
 from aiayn.decoding.beam import beam_search
 from aiayn.decoding.compiled import CompiledStep
 from aiayn.decoding.greedy import greedy_search
-from aiayn.decoding.steps import Hypothesis, Step, max_output_lengths
+from aiayn.decoding.steps import Hypothesis, Step, output_limits
 from aiayn.model import Transformer
 from aiayn.tokenizer import Tokenizer
 
@@ -40,9 +40,7 @@ class Translation:
 def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
            generator: torch.Generator | None = None) -> list[list[Hypothesis]]:
     """The one place that picks the search: sampling, greedy (beam 1) or beam search."""
-    limits = max_output_lengths(src, model.config.pad_id, config.max_output_extra, config.max_output_len)
-    if model.config.positional == "learned":  # no position beyond the learned table: bos takes 0
-        limits = limits.clamp(max=model.config.max_positions - 1)
+    limits = output_limits(model, src, config.max_output_extra, config.max_output_len)
     step = CompiledStep(model) if config.compile else Step(model)
     if config.temperature > 0 or config.beam_size == 1:
         hyps = greedy_search(model, src, limits, config.temperature, config.top_k, generator, step)

@@ -16,6 +16,7 @@ from torch import Tensor
 from aiayn.config import ConfigError
 from aiayn.explain.record import Embedded, EncoderLayerTrace, Trace, record
 from aiayn.explain.search import search_tree
+from aiayn.model import Transformer
 from aiayn.translation import Translator
 
 VERSION = 1
@@ -86,7 +87,7 @@ def _model(translator: Translator) -> dict[str, Any]:
             "share_embeddings": c.share_embeddings, "tie_output": c.tie_output}
 
 
-def _positions(model: torch.nn.Module, n: int) -> dict[str, Any]:
+def _positions(model: Transformer, n: int) -> dict[str, Any]:
     """The encodings of positions 0 .. n-1, for the picture (learned positions: as many as there are)."""
     if model.config.positional == "learned":
         n = min(n, model.config.max_positions)

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from aiayn.decoding.beam import BeamStep, beam_search
-from aiayn.decoding.steps import max_output_lengths
+from aiayn.decoding.steps import output_limits
 from aiayn.model import Transformer
 from aiayn.tokenizer import Tokenizer
 
@@ -55,9 +55,7 @@ def search_tree(model: Transformer, tokenizer: Tokenizer, src: list[int], beam_s
     the tree."""
     c = model.config
     src_ = torch.tensor([src], device=next(model.parameters()).device)
-    limits = max_output_lengths(src_, c.pad_id, max_output_extra, max_output_len)
-    if c.positional == "learned":  # as decoding.translator.search
-        limits = limits.clamp(max=c.max_positions - 1)
+    limits = output_limits(model, src_, max_output_extra, max_output_len)  # as translate's search
     nodes = [Node(0, -1, 0, c.bos_id, tokenizer.pieces([c.bos_id])[0], 0.0, "root")]
     live = [0] * beam_size  # the node each beam holds
     steps: list[list[int]] = []
