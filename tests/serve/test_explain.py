@@ -41,3 +41,22 @@ def test_explain_requests_it_cannot_answer_get_one_line_errors(en_de, body, stat
     with serving([en_de]) as url:
         answer = httpx.post(f"{url}/v1/explain", json=body, timeout=HANG_S)
         assert answer.status_code == status and message in answer.json()["error"]
+
+
+def test_the_api_key_field_serves_both_tabs(browser, en_de):  # noqa: F811
+    with serving([en_de], api_keys=["secret"]) as url:
+        page_ = browser.new_page()
+        errors = []
+        page_.on("pageerror", lambda e: errors.append(str(e)))
+        page_.goto(url)
+        page_.wait_for_selector("#explain-pair option", state="attached")
+        page_.click("nav.tabs button[data-tab=explain-tab]")
+        assert page_.is_visible("#key")  # above the tabs, not inside the Translate tab
+        page_.fill("#explain-text", "a b c")
+        page_.click("#explain-button")
+        page_.wait_for_selector("#explain-status.error")
+        assert "API key is required" in page_.inner_text("#explain-status")
+        page_.fill("#key", "secret")
+        page_.click("#explain-button")
+        page_.wait_for_selector("#explain section.panel", timeout=HANG_S * 1000)
+        assert not errors
