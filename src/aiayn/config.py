@@ -267,7 +267,8 @@ class ServeConfig:
                                 "--no-batching translates one request at a time")
     workers: int = _opt(0, "searches that run at once, each on its share of --threads; 0: 2 on a CPU of "
                            "2 or more cores (small batches: more sentences per second and per CPU second "
-                           "than one search on every core), else 1. --no-batching: 1", bounds=">= 0")
+                           "than one search on every core), else 1, and 1 with a compiled decoder step. "
+                           "--no-batching: 1", bounds=">= 0")
     max_batch_tokens: int = _opt(4096, "source tokens of the sentences gathered into one search",
                                  bounds=">= 1")
     max_wait_ms: float = _opt(5.0, "how long the first sentence waits for others to share its search",

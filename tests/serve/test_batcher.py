@@ -164,14 +164,15 @@ def test_workers_search_batches_at_once(workers):
     assert holder.most == workers
 
 
-@pytest.mark.parametrize("options, device, threads, expected", [
-    ({}, "cpu", 2, 2), ({}, "cpu", 1, 1), ({}, "cuda", 8, 1), ({"workers": 3}, "cpu", 2, 3),
-    ({"batching": False}, "cpu", 8, 1), ({"batching": False, "workers": 4}, "cpu", 8, 1),
+@pytest.mark.parametrize("options, device, threads, compiled, expected", [
+    ({}, "cpu", 2, False, 2), ({}, "cpu", 1, False, 1), ({}, "cuda", 8, False, 1), ({}, "cpu", 2, True, 1),
+    ({"workers": 3}, "cpu", 2, False, 3), ({"workers": 3}, "cpu", 2, True, 3),
+    ({"batching": False}, "cpu", 8, False, 1), ({"batching": False, "workers": 4}, "cpu", 8, False, 1),
 ])
-def test_how_many_searches_run_at_once(options, device, threads, expected):
+def test_how_many_searches_run_at_once(options, device, threads, compiled, expected):
     from aiayn.serve.service import workers_for
 
-    assert workers_for(ServeConfig(**options), device, threads) == expected
+    assert workers_for(ServeConfig(**options), device, threads, compiled) == expected
 
 
 def test_beside_a_running_search_a_second_waits_for_half_as_many_sentences():

@@ -1,12 +1,16 @@
 """With a compiled decoder step, the server compiles before /ready: no request pays for it."""
 
+import subprocess
+import sys
+import time
+
 import httpx
 
 from aiayn.decoding.compiled import graphs
 from aiayn.translation import load_translator
 from tests.conftest import HANG_S
 
-from .conftest import serving
+from .conftest import free_port, serving
 
 
 def test_no_request_compiles_after_ready(trained_run, compiled_cache):
@@ -19,3 +23,29 @@ def test_no_request_compiles_after_ready(trained_run, compiled_cache):
             answer = httpx.post(f"{url}/v1/translate", json={"text": texts}, timeout=HANG_S)
             assert answer.status_code == 200
         assert graphs(translator.model) == compiled
+
+
+def _serving_line(run, *flags) -> str:
+    """What `aiayn serve RUN FLAGS` says of its searches, once it serves."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "aiayn", "serve", str(run), "--port", str(port),
+                               "--threads", "2", *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+    try:
+        deadline = time.monotonic() + HANG_S
+        for line in server.stdout:
+            if line.startswith("serving on") or time.monotonic() > deadline:
+                return line
+        return ""
+    finally:
+        server.terminate()
+        server.wait(HANG_S)
+
+
+def test_a_compiled_model_is_served_by_one_search_on_every_thread(trained_run, compiled_cache):
+    """Compiled decoder steps run one call at a time: two one-thread searches would answer no more
+    than one, so the server runs one on both threads, whether --compile says so or the cache does."""
+    load_translator(trained_run, device="cpu", compile=True).translate(["a b c"], beam_size=2)  # cached
+    assert "1 search at once on 2 of 2 CPU threads" in _serving_line(trained_run, "--compile")
+    assert "1 search at once on 2 of 2 CPU threads" in _serving_line(trained_run)  # the cache says compiled
+    assert "2 searches at once on 1 of 2 CPU threads" in _serving_line(trained_run, "--no-compile")

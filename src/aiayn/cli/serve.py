@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -49,15 +50,23 @@ def run(args: argparse.Namespace) -> int:
     options = given(args, cfg.DecodeConfig)
     compile_ = options.pop("compile", None)
     threads = args.threads or torch.get_num_threads()
-    workers = workers_for(config, resolve_device(args.device).type, threads)
-    searcher = searchers(workers, max(1, threads // workers))  # the models are loaded where they search
-    translators = []
-    for path in args.models:
-        translators.append(searcher.submit(
+    device = resolve_device(args.device).type
+
+    def load(workers: int) -> tuple[ThreadPoolExecutor, list]:
+        """The models, loaded on the threads that will search with them (`searchers`)."""
+        searcher = searchers(workers, max(1, threads // workers))
+        return searcher, [searcher.submit(
             load_translator, path, engine=args.engine, device=args.device, dtype=args.dtype, int8=args.int8,
-            compile=compile_, compute_type=args.compute_type, **options).result())
-        print(f"loaded {path}: {translators[-1].src_lang}->{translators[-1].tgt_lang}, "
-              f"{translators[-1].description}", flush=True)
+            compile=compile_, compute_type=args.compute_type, **options).result() for path in args.models]
+
+    workers = workers_for(config, device, threads, compiled=bool(compile_))
+    searcher, translators = load(workers)
+    if workers > 1 and any(t.defaults.compile for t in translators) and not config.workers:
+        searcher.shutdown()  # compiled before (the cache said so): one search on every thread instead
+        workers = workers_for(config, device, threads, compiled=True)
+        searcher, translators = load(workers)
+    for path, t in zip(args.models, translators, strict=True):
+        print(f"loaded {path}: {t.src_lang}->{t.tgt_lang}, {t.description}", flush=True)
     try:
         app = create_app(translators, config, [k.strip() for k in keys], searcher)
     except ValueError as e:

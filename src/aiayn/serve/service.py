@@ -159,14 +159,16 @@ def searchers(workers: int = 1, threads: int | None = None) -> ThreadPoolExecuto
                               initargs=() if threads is None else (threads,))
 
 
-def workers_for(config: ServeConfig, device: str, threads: int) -> int:
+def workers_for(config: ServeConfig, device: str, threads: int, compiled: bool = False) -> int:
     """How many searches run at once (`ServeConfig.workers`; 0: chosen here): two on a CPU of two or
-    more threads, one on a GPU, and one request at a time without batching."""
+    more threads, else one: on a GPU, without batching (one request at a time), and with compiled
+    decoder steps, which run one call at a time (two one-thread searches of a compiled model made
+    no more sentences per second than one; one on two threads 1.5x more: benchmarks/RESULTS.md)."""
     if not config.batching:
         return 1
     if config.workers:
         return config.workers
-    return 2 if device == "cpu" and threads >= 2 else 1
+    return 2 if device == "cpu" and threads >= 2 and not compiled else 1
 
 
 # Options that say how texts are cut into sentences; the search of those sentences is the same.
