@@ -63,8 +63,10 @@
   function vector(name, v, opts = {}) {
     return el("div", { class: "vector" }, el("span", { class: "name", text: name }), cells([v], { label: name, ...opts }));
   }
-  // A heat map of weights (rows: queries, columns: keys) as a table; `hidden(r, c)` greys a cell out.
-  function heatTable(rows, rowLabels, colLabels, { hidden = () => false, values = null, onRow = null } = {}) {
+  // A heat map (rows: queries, columns: keys) as a table: weights from 0 to 1, or `signed` values
+  // (scores) in blue and red; `hidden(r, c)` greys a cell out.
+  function heatTable(rows, rowLabels, colLabels, { hidden = () => false, signed = false, onRow = null } = {}) {
+    const scale = signed ? Math.max(1e-6, ...rows.map((r) => Math.max(...r.map(Math.abs)))) : 1;
     const table = el("table", { class: "heat" });
     const head = table.createTHead().insertRow();
     head.append(el("th"));
@@ -76,9 +78,8 @@
       row.forEach((w, c) => {
         const td = tr.insertCell();
         if (hidden(r, c)) { td.className = "future"; return; }
-        const shown = values ? values[r][c] : w;
-        td.style.background = values ? colour(shown, Math.max(...values.flat().map(Math.abs))) : heat(w);
-        td.title = `${piece(rowLabels[r])} → ${piece(colLabels[c])}: ${fmt(shown, 4)}`;
+        td.style.background = signed ? colour(w, scale) : heat(w);
+        td.title = `${piece(rowLabels[r])} → ${piece(colLabels[c])}: ${fmt(w, 4)}`;
       });
       if (onRow) tr.addEventListener("click", () => onRow(r));
     });
@@ -191,7 +192,7 @@
       });
       const z = slice(rowOf(L.z, i), h, dk);
       const matrix = el("div", { class: "matrices" },
-        el("figure", {}, heatTable(matrixOf(L.scores, h), src, src, { values: matrixOf(L.scores, h).map((r) => Array.from(r)) }),
+        el("figure", {}, heatTable(matrixOf(L.scores, h), src, src, { signed: true }),
           el("figcaption", { text: t("scores_matrix") })),
         el("figure", {}, heatTable(matrixOf(L.weights, h), src, src), el("figcaption", { text: t("weights_matrix") })),
         el("figure", {}, cells(src.map((_, j) => slice(rowOf(L.z, j), h, dk)), { cell: 3, height: 14, label: "Z" }),
