@@ -1,5 +1,6 @@
 import io
 import json
+import os
 import subprocess
 import sys
 
@@ -18,6 +19,36 @@ def test_python_dash_m_runs_the_cli():
                          check=True)
     for command in ("info", "prepare", "train", "translate"):
         assert command in out.stdout
+
+
+@pytest.mark.parametrize("argv, environ, expected", [
+    (["aiayn", "serve", "run"], {}, "10000"),
+    (["aiayn", "translate", "run"], {}, None),
+    (["aiayn", "serve", "run"], {"GOMP_SPINCOUNT": "300000"}, "300000"),  # the operator's own
+    (["aiayn", "serve", "run"], {"OMP_WAIT_POLICY": "active"}, None),
+])
+def test_the_server_s_openmp_threads_spin_briefly_unless_the_operator_says(argv, environ, expected):
+    from aiayn.cli import _server_threads_spin_briefly
+
+    _server_threads_spin_briefly(argv, environ)
+    assert environ.get("GOMP_SPINCOUNT") == expected
+
+
+def test_aiayn_serve_sets_the_spin_count_before_torch_loads_openmp():
+    code = """if True:
+        import os, sys
+        class Watch:  # prints the setting when torch (and with it libgomp) starts to load
+            def find_spec(self, name, path=None, target=None):
+                if name == "torch":
+                    print(os.environ.get("GOMP_SPINCOUNT"))
+                    sys.meta_path.remove(self)
+        sys.meta_path.insert(0, Watch())
+        sys.argv = ["aiayn", "serve"]
+        import aiayn.cli
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == ["10000"]
 
 
 def test_info_prints_parameter_counts_per_part(capsys):
