@@ -6,9 +6,10 @@ import argparse
 import os
 import signal
 import sys
+from collections.abc import MutableMapping
 
 
-def _server_threads_spin_briefly(argv: list[str], environ: os._Environ | dict) -> None:
+def _server_threads_spin_briefly(argv: list[str], environ: MutableMapping[str, str]) -> None:
     """`aiayn serve`: PyTorch's OpenMP threads (GNU libgomp) wait for the next parallel region by
     spinning 300,000 times before they sleep. A server's searches run short regions between pauses
     (the next requests, the event loop's work), so the spinning took CPU time from the HTTP side and

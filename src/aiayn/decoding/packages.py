@@ -48,7 +48,6 @@ ENTRY = "entry.json"
 LARGEST = 8192  # positions, cache capacity and source length a packaged step takes (beyond: eager)
 
 
-
 def cache_dir() -> Path:
     """Where compiled steps are kept: $AIAYN_CACHE_DIR/steps (default ~/.cache/aiayn/steps)."""
     root = os.environ.get("AIAYN_CACHE_DIR") or Path.home() / ".cache" / "aiayn"

@@ -160,7 +160,9 @@ async function explainSentence(event) {
   const body = JSON.stringify({ text: $("explain-text").value, source, target,
                                 beam_size: Number($("explain-beam").value) });
   await post("/v1/explain", { headers: jsonHeaders(), body }, $("explain-button"), $("explain-status"),
-    "computing…", (answer) => { AiaynExplain.render($("explain"), answer, "en"); });
+    "computing…", (answer) => {
+      AiaynExplain.render($("explain"), answer, document.documentElement.lang.startsWith("zh") ? "zh" : "en");
+    });
 }
 
 function showTab(id) {
