@@ -104,6 +104,56 @@ def test_updates_hold_at_least_one_batch_per_rank_and_otherwise_do_not_depend_on
     assert first_updates(5, lengths, 40, 130) == first_updates(5, lengths, 40, 130, min_batches=2)
 
 
+# Two ranks call all_sum and gather 300 times, recording (by weak reference) every tensor handed to
+# gloo; each call must return only once gloo has let go of them. A gloo worker thread frees a
+# finished call's tensors a moment after the call returns (plain dist.all_reduce: 10-20% of calls
+# here); when that was a rank's last call, the rank aborted at exit ("terminate called without an
+# active exception").
+LET_GO = """
+import weakref
+import torch, torch.distributed as dist
+from aiayn.train import distributed
+dist.init_process_group("gloo")
+ranks = distributed.Ranks(dist.get_rank(), dist.get_world_size())
+given = []
+def recording(call):
+    def record(*args, **kwargs):
+        for arg in args:
+            given.extend(weakref.ref(t) for t in (arg if isinstance(arg, list) else [arg]))
+        return call(*args, **kwargs)
+    return record
+dist.all_reduce, dist.all_gather = recording(dist.all_reduce), recording(dist.all_gather)
+held = calls = 0
+def count():  # right after a call
+    global held, calls
+    held += sum(ref() is not None for ref in given)
+    calls += len(given)
+    given.clear()
+for i in range(300):
+    sums = distributed.all_sum([i, 0.5], ranks)
+    count()
+    assert sums == [2 * i, 1.0]
+    value = {"rank": ranks.rank, "i": i, "state": torch.arange(i + 1)}
+    values = distributed.gather(value, ranks)
+    count()
+    assert [v["rank"] for v in values] == [0, 1]
+    assert all(torch.equal(v["state"], value["state"]) for v in values)
+print(f"rank {ranks.rank}: {held} of {calls} tensors held after the call")
+dist.destroy_process_group()
+"""
+
+
+def test_collective_calls_return_once_gloo_has_let_go_of_their_tensors(tmp_path):
+    script = tmp_path / "let_go.py"
+    script.write_text(LET_GO)
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    result = subprocess.run([*torchrun, str(script)], capture_output=True, text=True, timeout=HANG_S,
+                            cwd=REPO, env=ENV)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for rank in (0, 1):
+        assert f"rank {rank}: 0 of " in result.stdout, result.stdout
+
+
 def test_two_ranks_make_the_updates_of_one_process_accumulating_the_same_batches(tmp_path, data_dir):
     args = ["--data", str(data_dir), *OPTIONS, *NO_DROPOUT, "--max-steps", "6"]
     groups = [g for _, g, _ in first_updates(6, MappedCorpus(data_dir / "train", 256).lengths(), 256, 600)]

@@ -13,8 +13,11 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import pickle
 import re
-from collections.abc import Iterator
+import time
+import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -30,6 +33,8 @@ T = TypeVar("T")
 # rank still reading its data, must not end a healthy run. A rank that dies ends the run at once
 # (torchrun stops the others), so a long wait costs nothing there.
 TIMEOUT = datetime.timedelta(hours=2)
+# How long a collective call waits for gloo to let go of its tensors (well under a millisecond, measured).
+LET_GO_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -114,16 +119,60 @@ def all_sum(values: list[float], ranks: Ranks) -> list[float]:
     """The sums of `values` over all ranks."""
     if ranks.world == 1:
         return values
-    device = torch.device("cuda", ranks.local) if dist.get_backend() == "nccl" else torch.device("cpu")
-    tensor = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(tensor)
-    return tensor.tolist()
+    device = _device(ranks)
+    sums, = _collective(lambda t: dist.all_reduce(t[0]),
+                        lambda: [torch.tensor(values, dtype=torch.float64, device=device)])
+    return sums.tolist()
 
 
 def gather(value: Any, ranks: Ranks) -> list[Any]:
-    """`value` of every rank, in rank order, on every rank."""
+    """`value` of every rank, in rank order, on every rank (pickled, as `all_gather_object` does)."""
     if ranks.world == 1:
         return [value]
-    values: list[Any] = [None] * ranks.world
-    dist.all_gather_object(values, value)
-    return values
+    device, mine = _device(ranks), pickle.dumps(value)
+    sizes = [int(n) for n in _all_gather(lambda: torch.tensor([len(mine)], device=device), ranks)]
+
+    def padded() -> torch.Tensor:  # [max(sizes)] bytes
+        tensor = torch.zeros(max(sizes), dtype=torch.uint8, device=device)
+        tensor[:len(mine)] = torch.frombuffer(bytearray(mine), dtype=torch.uint8)
+        return tensor
+
+    gathered = _all_gather(padded, ranks)
+    return [pickle.loads(bytes(data[:n].cpu().numpy())) for data, n in zip(gathered, sizes, strict=True)]
+
+
+def _all_gather(make: Callable[[], torch.Tensor], ranks: Ranks) -> list[torch.Tensor]:
+    """The tensor `make()` of every rank, in rank order (of one shape on every rank)."""
+    def tensors() -> list[torch.Tensor]:  # this rank's, then one for each rank's
+        mine = make()
+        return [mine, *(torch.empty_like(mine) for _ in range(ranks.world))]
+
+    return _collective(lambda t: dist.all_gather(t[1:], t[0]), tensors)[1:]
+
+
+def _device(ranks: Ranks) -> torch.device:
+    """Where a collective's tensors live: this rank's GPU under NCCL, else the CPU."""
+    return torch.device("cuda", ranks.local) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def _collective(call: Callable[[list[torch.Tensor]], Any], make: Callable[[], list[torch.Tensor]]
+                ) -> list[torch.Tensor]:
+    """Copies of the tensors `make()` after `call(tensors)`, a collective call that returns when its
+    result is in them: returned once gloo has let go of the originals.
+
+    Gloo's worker threads often free a call's tensors a moment after the call returns (a tenth to a
+    half of calls, measured), taking the GIL to free their Python objects. Should that moment fall
+    after the last call of a rank that then exits, the thread meets an interpreter shutting down and
+    the process aborts ("terminate called without an active exception"); so each call waits for it
+    here, the tensors made and held here alone.
+    """
+    tensors = make()
+    call(tensors)
+    copies = [t.clone() for t in tensors]
+    if dist.get_backend() == "gloo":
+        held = [weakref.ref(t) for t in tensors]
+        del tensors
+        deadline = time.monotonic() + LET_GO_S
+        while any(ref() is not None for ref in held) and time.monotonic() < deadline:
+            time.sleep(0.0001)  # without the GIL, which the worker thread takes to let go
+    return copies
