@@ -162,13 +162,13 @@ def run_soak(model: str, sentences: list[str], minutes: float, threads: int) -> 
 
 
 @contextlib.contextmanager
-def serve(model: str, threads: int, batching: bool) -> Iterator[str]:
+def serve(model: str, threads: int, batching: bool, options: tuple[str, ...] = ()) -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     command = [sys.executable, "-m", "aiayn", "serve", model, "--host", "127.0.0.1", "--port", str(port),
                "--threads", str(threads), "--device", "cpu", "--max-queue", "100000"]
-    server = subprocess.Popen(command + ([] if batching else ["--no-batching"]))
+    server = subprocess.Popen(command + ([] if batching else ["--no-batching"]) + list(options))
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 300

@@ -273,6 +273,9 @@ class ServeConfig:
                                  bounds=">= 1")
     max_wait_ms: float = _opt(5.0, "how long the first sentence waits for others to share its search",
                               bounds=">= 0")
+    return_wait_ms: float = _opt(30.0, "after a search, how long the next waits for the clients it answered "
+                                       "to send again (a program translating sentence by sentence does at "
+                                       "once); 0: not at all", bounds=">= 0")
     max_queue: int = _opt(4096, "sentences waiting at most; beyond, requests get 503 and Retry-After",
                           bounds=">= 1")
     timeout: float = _opt(60.0, "seconds a request may take; after that it gets 504", bounds="> 0")

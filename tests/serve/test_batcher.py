@@ -2,6 +2,7 @@
 
 import asyncio
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -132,11 +133,13 @@ class Holder(Recorder):
     def __init__(self) -> None:
         super().__init__()
         self.running, self.most, self.release, self.lock = 0, 0, threading.Event(), threading.Lock()
+        self.times = []  # (started, ended) of each search, time.monotonic()
 
     def translate(self, texts, segments=None, attention=False, **options):
         with self.lock:
             self.running += 1
             self.most = max(self.most, self.running)
+        started = time.monotonic()
         if "hold" in texts:
             self.release.wait(HANG_S)
         try:
@@ -144,6 +147,7 @@ class Holder(Recorder):
         finally:
             with self.lock:
                 self.running -= 1
+                self.times.append((started, time.monotonic()))
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -208,3 +212,58 @@ def test_a_sentence_gathering_beside_a_search_goes_when_the_search_ends():
     holder = Holder()
     run(ServeConfig(), scenario, 2, holder)
     assert [texts for texts, _ in holder.searches] == [["hold", "x", "y", "z"], ["b"]]
+
+
+def answered_then(batcher, first, then):
+    """Clients sending again once answered: each request of `first` (lists of texts) sends the
+    texts of `then` at its place when its answer comes; -> every future, in order."""
+    futures = []
+
+    async def client(texts, again):
+        await asyncio.gather(*batcher.submit(texts, ids(*[1] * len(texts)), EN_DE))
+        futures.extend(batcher.submit(again, ids(*[1] * len(again)), EN_DE))
+
+    return [asyncio.create_task(client(t, a)) for t, a in zip(first, then, strict=True)], futures
+
+
+def test_after_a_search_the_next_waits_for_the_clients_it_answered():
+    """Two clients answered together, a third's sentence waiting: the next search waits for the two
+    to send again and takes all three sentences, instead of the third alone."""
+    async def scenario(batcher, holder):
+        clients, futures = answered_then(batcher, [["hold"], ["x"]], [["a"], ["b"]])
+        await asyncio.sleep(0.05)  # "hold" and "x" are searched together
+        third = batcher.submit(["c"], ids(1), EN_DE)
+        holder.release.set()
+        await asyncio.wait_for(asyncio.gather(*clients), 5)
+        await asyncio.wait_for(asyncio.gather(*third, *futures), 5)  # far less than the 60 s wait
+
+    holder = Holder()
+    run(ServeConfig(return_wait_ms=60_000), scenario, 1, holder)
+    assert [sorted(texts) for texts, _ in holder.searches] == [["hold", "x"], ["a", "b", "c"]]
+
+
+def test_clients_that_do_not_send_again_are_waited_for_return_wait_ms_at_most():
+    async def scenario(batcher, holder):
+        held = batcher.submit(["hold", "x"], ids(1, 1), EN_DE)  # one request, answered and gone
+        await asyncio.sleep(0.05)
+        third = batcher.submit(["c"], ids(1), EN_DE)
+        holder.release.set()
+        await asyncio.wait_for(asyncio.gather(*held, *third), 5)
+
+    for wait_s in (0.2, 0):
+        holder = Holder()
+        run(ServeConfig(return_wait_ms=wait_s * 1000), scenario, 1, holder)
+        assert [texts for texts, _ in holder.searches] == [["hold", "x"], ["c"]]
+        (_, first_ended), (second_started, _) = holder.times
+        assert second_started - first_ended >= wait_s - 0.001  # a lower bound: a busy machine is later
+
+
+def test_a_client_that_sends_again_at_once_is_not_kept_waiting():
+    async def scenario(batcher, holder):
+        clients, futures = answered_then(batcher, [["a"]], [["b"]])
+        await asyncio.wait_for(asyncio.gather(*clients), 5)
+        await asyncio.wait_for(asyncio.gather(*futures), 5)  # far less than the 60 s wait
+
+    holder = Holder()
+    run(ServeConfig(return_wait_ms=60_000), scenario, 1, holder)
+    assert [texts for texts, _ in holder.searches] == [["a"], ["b"]]

@@ -4,14 +4,18 @@ A request puts its sentences in the queue (`submit`) and awaits their futures. O
 takes the oldest sentence and gathers the others waiting with the same search (language pair
 and options), oldest first, until they hold `max_batch_tokens` source tokens, or the first has
 waited `max_wait_ms`, or no other request is on its way (`arriving`: one client alone never
-waits); the search runs in a worker thread, so the event loop keeps accepting
-requests while the model computes, and the next batch gathers meanwhile. Several workers
-(`ServeConfig.workers`) each search a batch of their own at once; beside a running search, the
-next starts once half as many sentences wait (or that search ends): on a busy server an idle
-worker would otherwise take one sentence at a time. A sentence whose
-request gave up (a timeout, a client gone) leaves the queue unsearched. The search of a sentence
-does not depend on which others share its batch (decoding/translator.py), so a sentence served
-here gets what `aiayn translate` gives it. Without batching, one request is searched at a time.
+waits). After a search, the next also waits up to `return_wait_ms` for the clients it answered:
+many send their next sentence at once, and those answered together would otherwise come back to
+find the others' search under way, splitting the clients into two half-size batches for good
+(32 clients: searches of 16 sentences without the wait, 24-30 with it; benchmarks/RESULTS.md).
+The search runs in a worker thread, so the event loop keeps accepting requests while the model
+computes, and the next batch gathers meanwhile. Several workers (`ServeConfig.workers`) each
+search a batch of their own at once; beside a running search, the next starts once half as many
+sentences wait (or that search ends): on a busy server an idle worker would otherwise take one
+sentence at a time. A sentence whose request gave up (a timeout, a client gone) leaves the queue
+unsearched. The search of a sentence does not depend on which others share its batch
+(decoding/translator.py), so a sentence served here gets what `aiayn translate` gives it. Without
+batching, one request is searched at a time.
 """
 
 from __future__ import annotations
@@ -81,6 +85,8 @@ class Batcher:
         self._submitted = asyncio.Event()
         self._requests = itertools.count()
         self.arriving = 0  # requests received and not yet submitted (the server counts them)
+        self._answered_at, self._answered = float("-inf"), 0  # when the last search ended; its requests
+        self._since_answer = 0  # requests submitted since then
 
     @property
     def queued(self) -> int:
@@ -97,6 +103,7 @@ class Batcher:
         waiting = [_Waiting(text, s, search, request, loop.create_future(), loop.time())
                    for text, s in zip(texts, segments, strict=True)]
         self._queue.extend(waiting)
+        self._since_answer += 1
         self._submitted.set()
         return [w.future for w in waiting]
 
@@ -124,8 +131,10 @@ class Batcher:
             for w, result in zip(batch, results, strict=True):
                 if not w.future.done():
                     w.future.set_result(result)
-            self.on_batch(BatchStats(len(batch), len({w.request for w in batch}),
-                                     sum(len(r.tokens) for r in results), time.perf_counter() - started))
+            requests = len({w.request for w in batch})
+            self._answered_at, self._answered, self._since_answer = loop.time(), requests, 0
+            self.on_batch(BatchStats(len(batch), requests, sum(len(r.tokens) for r in results),
+                                     time.perf_counter() - started))
 
     def _translate(self, search: Search, batch: list[_Waiting]) -> list[Translation]:
         texts, segments = [w.text for w in batch], [w.segments for w in batch]
@@ -144,19 +153,21 @@ class Batcher:
             first = self._queue[0]
             if not self.config.batching:
                 return self._take(lambda w, request=first.request: w.request == request)
-            left = first.since + self.config.max_wait_ms / 1000 - loop.time()
+            now = loop.time()
+            left = first.since + self.config.max_wait_ms / 1000 - now if self.arriving > 0 else 0.0
+            returning = self._answered_at + self.config.return_wait_ms / 1000 - now \
+                if self._since_answer < self._answered else 0.0
             same = [w for w in self._queue if w.search == first.search]
             tokens = sum(w.tokens for w in same)
             # Beside a running search, wait for half as many sentences as it holds (or for it to end):
             # a second search of one or two sentences would take the cores for little.
             gathering = 2 * len(same) < self._searching
-            if tokens >= self.config.max_batch_tokens or (
-                    not gathering and (left <= 0 or self.arriving <= 0)):
+            if tokens >= self.config.max_batch_tokens or (not gathering and max(left, returning) <= 0):
                 budget = self.config.max_batch_tokens
                 return self._take(lambda w, search=first.search: w.search == search, budget)
             self._submitted.clear()
             try:
-                await asyncio.wait_for(self._submitted.wait(), None if gathering else left)
+                await asyncio.wait_for(self._submitted.wait(), None if gathering else max(left, returning))
             except TimeoutError:
                 pass
 
