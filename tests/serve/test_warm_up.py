@@ -2,13 +2,12 @@
 
 import subprocess
 import sys
-import time
 
 import httpx
 
 from aiayn.decoding.compiled import graphs
 from aiayn.translation import load_translator
-from tests.conftest import HANG_S
+from tests.conftest import HANG_S, fails_if_hung
 
 from .conftest import free_port, serving
 
@@ -32,11 +31,8 @@ def _serving_line(run, *flags) -> str:
                                "--threads", "2", *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True)
     try:
-        deadline = time.monotonic() + HANG_S
-        for line in server.stdout:
-            if line.startswith("serving on") or time.monotonic() > deadline:
-                return line
-        return ""
+        with fails_if_hung():  # a server that hangs without a word fails the test too
+            return next((line for line in server.stdout if line.startswith("serving on")), "")
     finally:
         server.terminate()
         server.wait(HANG_S)
