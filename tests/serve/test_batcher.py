@@ -216,7 +216,8 @@ def test_a_sentence_gathering_beside_a_search_goes_when_the_search_ends():
 
 def answered_then(batcher, first, then):
     """Clients sending again once answered: each request of `first` (lists of texts) sends the
-    texts of `then` at its place when its answer comes; -> every future, in order."""
+    texts of `then` at its place when its answer comes; -> the clients' tasks, and the futures of
+    what they send again (filled in as they send it)."""
     futures = []
 
     async def client(texts, again):

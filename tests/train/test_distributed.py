@@ -50,11 +50,14 @@ def data_dir(tmp_path_factory):
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
+def torchrun(processes: int) -> list[str]:
+    """The launcher of `processes` processes on this machine; the program follows."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(processes)]
+
+
 def command(processes: int, *args: str) -> list[str]:
     """`aiayn train ARGS` in one process, or under torchrun in `processes` processes."""
-    launcher = [sys.executable, "-m", "aiayn"] if processes == 1 else [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(processes),
-        "-m", "aiayn"]
+    launcher = [sys.executable, "-m", "aiayn"] if processes == 1 else [*torchrun(processes), "-m", "aiayn"]
     return [*launcher, "train", *args]
 
 
@@ -146,8 +149,7 @@ dist.destroy_process_group()
 def test_collective_calls_return_once_gloo_has_let_go_of_their_tensors(tmp_path):
     script = tmp_path / "let_go.py"
     script.write_text(LET_GO)
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    result = subprocess.run([*torchrun, str(script)], capture_output=True, text=True, timeout=HANG_S,
+    result = subprocess.run([*torchrun(2), str(script)], capture_output=True, text=True, timeout=HANG_S,
                             cwd=REPO, env=ENV)
     assert result.returncode == 0, result.stderr[-3000:]
     for rank in (0, 1):
