@@ -3,7 +3,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aiayn.data import multi30k
-from aiayn.tokenizer import Tokenizer, TokenizerError
+from aiayn.tokenizer import POOLED_FROM, Tokenizer, TokenizerError
 
 
 def test_special_ids_are_fixed_and_decode_skips_specials():
@@ -52,6 +52,15 @@ def test_property_decode_inverts_encode(trained, text):
     ids = trained.encode([text])[0]
     assert all(0 <= i < trained.vocab_size for i in ids)
     assert trained.decode(ids) == text
+
+
+def test_many_texts_at_once_are_encoded_as_each_alone(trained):
+    """SentencePiece encodes a long list on threads and a short one text by text: the same ids."""
+    texts = [f"the cat {i} sat on {'the ' * (i % 5)}mat über die Straße" for i in range(POOLED_FROM + 10)]
+    at_once = trained.encode(texts)
+    assert at_once == [trained.encode([text])[0] for text in texts]
+    assert all(isinstance(i, int) for ids in at_once for i in ids)
+    assert trained.encode(texts[:3]) == at_once[:3]
 
 
 def test_too_small_a_vocabulary_is_a_clear_error():

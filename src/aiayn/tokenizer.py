@@ -31,6 +31,10 @@ SEPARATE_FILES = ("source.model", "target.model")
 MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
 MARIAN_TARGET_VOCAB = "target_vocab.json"  # Marian's separate vocabularies
 FEWEST_PIECES = 4 + 256 + 1  # the special pieces, one per byte (byte fallback), at least one character
+# SentencePiece encodes a list of texts on a pool of threads it starts for the call: about 0.1 ms,
+# ten times the cost of encoding one sentence, and repaid from about this many texts on 2 cores
+# (a server's request holds one or a few; benchmarks/RESULTS.md). Fewer are encoded one by one.
+POOLED_FROM = 128
 
 
 class TokenizerError(AiaynError, ValueError):
@@ -185,11 +189,15 @@ class Tokenizer:
     def encode(self, texts: list[str], side: str = "source") -> list[list[int]]:
         """Sentences of one side -> subword ids, without bos/eos."""
         sp = self._sp(side)
+        out_type = int if self.vocab is None else str
+        if len(texts) >= POOLED_FROM:
+            encoded = sp.encode(texts, out_type=out_type)
+        else:
+            encoded = [sp.encode(text, out_type=out_type) for text in texts]
         if self.vocab is None:
-            return sp.encode(texts)
+            return encoded
         ids = self._ids[side]
-        return [[ids.get(piece, self.unk_id) for piece in pieces]
-                for pieces in sp.encode(texts, out_type=str)]
+        return [[ids.get(piece, self.unk_id) for piece in pieces] for pieces in encoded]
 
     def decode(self, ids: list[int]) -> str:
         """Target ids -> text; stops at the first eos and skips pad and bos."""

@@ -257,9 +257,12 @@ class Translator:
         return len(graphs(self.model)) if self.model is not None else 0
 
     def config(self, **options: Any) -> cfg.DecodeConfig:
-        """The settings of a call: the defaults with `options` on top, checked."""
-        return cfg.build(cfg.DecodeConfig, {**dataclasses.asdict(self.defaults), **options},
-                         "translate options")
+        """The settings of a call: the defaults with `options` on top, checked. (A server asks for
+        them twice a request: the defaults, checked once, come back as they are.)"""
+        if not options:
+            return self.defaults
+        fields = {f.name: getattr(self.defaults, f.name) for f in dataclasses.fields(self.defaults)}
+        return cfg.build(cfg.DecodeConfig, {**fields, **options}, "translate options")
 
     def segment(self, texts: Sequence[str], **options: Any) -> list[Segments]:
         """Each text as `translate` cuts it into sentences (options: split, max_source_len), with their
