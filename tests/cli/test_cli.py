@@ -51,6 +51,19 @@ def test_aiayn_serve_sets_the_spin_count_before_torch_loads_openmp():
     assert out.stdout.split() == ["10000"]
 
 
+def test_the_command_line_starts_without_matplotlib():
+    """Only `aiayn plot`, `attention` and `experiments` draw: matplotlib (half a second to import) is
+    loaded by them, not by every command's parser."""
+    code = """if True:
+        import sys
+        from aiayn.cli import build_parser
+        build_parser().parse_args(["translate", "run", "a sentence"])
+        print(sorted(m for m in sys.modules if m.split(".")[0] == "matplotlib"))
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_info_prints_parameter_counts_per_part(capsys):
     assert main(["info", "--preset", "small", "--vocab-size", "8000"]) == 0
     out = capsys.readouterr().out

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from aiayn import visualize
 from aiayn.cli.options import add_inference_options, translator_for
 from aiayn.config import ConfigError
 
@@ -25,6 +24,8 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from aiayn import visualize  # matplotlib: half a second to import, for this command only
+
     if args.engine == "ctranslate2":
         raise ConfigError("attention weights come from the PyTorch model: use --engine pytorch")
     view = translator_for(args).translate([args.sentence], attention=True)[0].attention

@@ -24,7 +24,7 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                     "there, so claims can be run (or rerun) separately with --only.")
     p.add_argument("--out", default="experiments", metavar="DIR",
                    help="report directory (default: experiments; the committed report is docs/experiments)")
-    claims = range(1, len(experiments.experiments()) + 1)
+    claims = range(1, len(experiments.CLAIMS) + 1)
     p.add_argument("--only", type=int, nargs="+", metavar="N", choices=claims,
                    help=f"run only these claims (1-{len(claims)}); the report keeps the others' last "
                         "findings")

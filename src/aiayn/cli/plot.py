@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn import visualize
 from aiayn.cli.options import positive_int
 
 
@@ -36,6 +35,8 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from aiayn import visualize  # matplotlib: half a second to import, for this command only
+
     if args.what == "positional-encoding":
         print(visualize.positional_encoding_figure(args.d_model, args.length, args.out))
     else:
