@@ -186,15 +186,22 @@ class Connection:
             self.streams = None
 
     async def post(self, path: str, payload: object) -> int:
-        """POST `payload` as JSON to `path`; -> the answer's status (its body is read, then dropped)."""
+        """POST `payload` as JSON to `path`; -> the answer's status (its body is read, then dropped).
+        A kept-alive connection that the server closed meanwhile is opened again, once."""
         body = json.dumps(payload).encode()
         request = (f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
-        try:
-            return await asyncio.wait_for(self._exchange(request), self.timeout)
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
-            self.close()
-            return 0
+        for attempt in range(2):
+            reused = self.streams is not None
+            try:
+                return await asyncio.wait_for(self._exchange(request), self.timeout)
+            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as e:
+                self.close()
+                unanswered = isinstance(e, ConnectionError) or (
+                    isinstance(e, asyncio.IncompleteReadError) and not e.partial)
+                if attempt or not (reused and unanswered):  # else: closed while idle, open it again
+                    return 0
+        return 0
 
     async def _exchange(self, request: bytes) -> int:
         if self.streams is None:
