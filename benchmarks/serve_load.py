@@ -191,17 +191,17 @@ class Connection:
         body = json.dumps(payload).encode()
         request = (f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
-        for attempt in range(2):
-            reused = self.streams is not None
+        reused = self.streams is not None
+        while True:
             try:
                 return await asyncio.wait_for(self._exchange(request), self.timeout)
             except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as e:
                 self.close()
                 unanswered = isinstance(e, ConnectionError) or (
                     isinstance(e, asyncio.IncompleteReadError) and not e.partial)
-                if attempt or not (reused and unanswered):  # else: closed while idle, open it again
+                if not (reused and unanswered):
                     return 0
-        return 0
+                reused = False  # closed by the server while idle: open it again, once
 
     async def _exchange(self, request: bytes) -> int:
         if self.streams is None:
