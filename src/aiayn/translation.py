@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from aiayn import checkpoint
+from aiayn import allocator, checkpoint
 from aiayn import config as cfg
 from aiayn.decoding.translator import Translation, translate_ids
 from aiayn.interop import marian
@@ -124,7 +124,8 @@ def load_translator(path: str | Path, *, engine: str | None = None, device: str 
     engine: "pytorch" or "ctranslate2" (default: ctranslate2 for a CTranslate2 export, else pytorch).
     device: auto (CUDA when present), cpu, cuda or cuda:N. threads: CPU threads (process-wide).
     PyTorch only: dtype (float32, bfloat16, float16), int8 (CPU), compile (a compiled decoder step:
-    True, False, or None: if this model has been compiled on this machine before).
+    True, False, or None: if this model has been compiled on this machine before). On a CPU, the
+    process's malloc then keeps freed memory for reuse (`allocator.keep_freed_memory`).
     CTranslate2 only: compute_type (default, float32, int8, ...).
     options: search defaults, the fields of DecodeConfig (beam_size, nbest, length_penalty, ...).
     """
@@ -148,6 +149,8 @@ def load_translator(path: str | Path, *, engine: str | None = None, device: str 
         return Translator(lambda ids, config, progress: ct2.translate(ids, config), defaults, None,
                           ct2.tokenizer, *ct2.languages, f"ctranslate2 {compute_type} {on}",
                           ct2.max_source_len)
+    if device_.type == "cpu":
+        allocator.keep_freed_memory()  # a search's large tensors reuse freed memory (process-wide)
     loaded = load_model(path, device_)
     model, how, compiled = prepare(loaded.model.eval(), device_, dtype, int8, compile)
     defaults = cfg.build(cfg.DecodeConfig, {"compile": compiled, **options}, "translator options")
