@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 
 import pytest
 import torch
@@ -59,10 +60,11 @@ def test_a_step_is_compiled_once_loaded_after_rebuilt_when_damaged_and_anew_for_
     assert outputs(model) == eager
     assert len(cache) == 1 and capsys.readouterr().err == ""  # loaded: nothing compiled, nothing said
 
-    package = only_entry() / packages.PACKAGE
+    package = packages.kept(only_entry())  # on a CPU the library alone, step.so
     data = bytearray(package.read_bytes())
-    data[len(data) // 2] ^= 0xFF  # one flipped byte
-    package.write_bytes(bytes(data))
+    data[len(data) // 2] ^= 0xFF  # one flipped byte, in a file put in its place (this process has
+    package.with_suffix(".new").write_bytes(bytes(data))  # the library loaded where it lies)
+    package.with_suffix(".new").replace(package)
     assert outputs(model) == eager
     assert len(cache) == 2 and "damaged" in capsys.readouterr().err
     assert packages.check(only_entry(), json.loads((only_entry() / packages.ENTRY).read_text())["fields"]) \
@@ -107,20 +109,48 @@ def test_an_entry_is_used_only_if_whole_and_made_for_this_model_and_machine(tmp_
     assert packages.check(tmp_path / "entry", fields).startswith("unreadable")
 
 
+def fake_compiler(monkeypatch, library=b"a library"):
+    """AOTInductor replaced by a package holding `library`, as a CPU package holds its library."""
+    def compile_(exported, package_path):
+        with zipfile.ZipFile(package_path, "w") as package:
+            package.writestr("step/data/aotinductor/model/step.so", library)
+
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compile_)
+    monkeypatch.setattr(torch.export, "export", lambda *args, **kwargs: None)
+
+
 def test_a_process_that_loses_the_race_to_store_an_entry_uses_the_winners(tmp_path, monkeypatch):
     """Two processes compiling the same step: the second to finish finds the entry stored and keeps
     it (its own build goes), and nothing half-written is left."""
     fields = packages.entry_fields("w" * 64, packages.Kind(8, True, False), torch.zeros(1))
     winner = entry_with(tmp_path, fields, b"the first process's package")
 
-    def compile_(exported, package_path):
-        open(package_path, "wb").write(b"the second process's package")
-
-    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compile_)
-    monkeypatch.setattr(torch.export, "export", lambda *args, **kwargs: None)
+    fake_compiler(monkeypatch, b"the second process's library")
     assert packages.build(winner, fields, None, (), ()) == winner / packages.PACKAGE
     assert (winner / packages.PACKAGE).read_bytes() == b"the first process's package"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["entry"]
+
+
+def test_a_stored_library_untouched_since_is_not_read_again_and_one_replaced_is(tmp_path, monkeypatch):
+    """On the CPU an entry keeps the package's library alone; a later check hashes it again only if
+    the file is not the one stored (here: replaced by a copy, then by a damaged copy)."""
+    fake_compiler(monkeypatch)
+    fields = packages.entry_fields("w" * 64, packages.Kind(8, True, False), torch.zeros(1))
+    path = packages.build(tmp_path / "entry", fields, None, (), ())
+    assert path == tmp_path / "entry" / packages.LIBRARY and path.read_bytes() == b"a library"
+    assert sorted(p.name for p in path.parent.iterdir()) == [packages.ENTRY, packages.LIBRARY]
+    hashed, sha256 = [], packages.sha256
+    monkeypatch.setattr(packages, "sha256", lambda p: hashed.append(p.name) or sha256(p))
+    assert packages.check(path.parent, fields) is None and hashed == []
+
+    def replaced_by(content):
+        path.with_suffix(".new").write_bytes(content)
+        path.with_suffix(".new").replace(path)
+        hashed.clear()
+        return packages.check(path.parent, fields)
+
+    assert replaced_by(b"a library") is None and hashed == [packages.LIBRARY]
+    assert replaced_by(b"a librarz").startswith("damaged") and hashed == [packages.LIBRARY]
 
 
 def test_a_cache_that_cannot_be_written_is_said_and_the_step_still_compiles(tmp_path, monkeypatch, capsys):

@@ -6,13 +6,17 @@ do not keep such a graph: its AOTAutograd cache refuses frozen graphs and its FX
 weights packed for MKL, so every process compiled again (35-56 s; benchmarks/RESULTS.md). Here
 the step is exported (`torch.export`, with the positions decoded, the cache capacity and the
 source length as dynamic dimensions) and compiled ahead of time by AOTInductor, with the same
-freezing, into a package: a shared library with the weights inside.
+freezing, into a package: a shared library with the weights inside. On the CPU the entry keeps
+that library alone and loads it where it lies (the package's loader would first copy it out of the
+package, for every process); a GPU's package is kept whole.
 
 An entry is a directory named by a hash of everything that changes the compiled code: the
 weights, aiayn's own code, torch's version, the CPU's kernels and features (or the GPU), and the
 step's kind (row count, whether it normalises, whether it reads traced histories). Beside the
-package, `entry.json` holds those fields and the package's sha256. An entry that fails any check
-(damaged, foreign, unloadable) is built again with a one-line notice. An entry is built in a
+library or package, `entry.json` holds those fields, the file's sha256 and its inode, size and
+change time when stored: a file whose status differs (written to, replaced, copied) is hashed in
+full before it is used, one that has not been touched since is not read twice. An entry that fails
+any check (damaged, foreign, unloadable) is built again with a one-line notice. An entry is built in a
 temporary directory and renamed into place: two processes filling the cache at once each build a
 whole entry, the first rename wins and the other process uses it.
 
@@ -31,6 +35,7 @@ import shutil
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +48,8 @@ from torch.utils._pytree import tree_leaves
 import aiayn
 from aiayn import files
 
-PACKAGE = "step.pt2"
+PACKAGE = "step.pt2"  # what AOTInductor makes, kept whole for a GPU
+LIBRARY = "step.so"  # on the CPU, the package's shared library alone (the weights are inside it)
 ENTRY = "entry.json"
 LARGEST = 8192  # positions, cache capacity and source length a packaged step takes (beyond: eager)
 
@@ -93,7 +99,7 @@ class Packages:
         problem = check(entry, fields)
         if problem is None:
             try:
-                return Runner(entry / PACKAGE, inputs[1].device)
+                return Runner(kept(entry), inputs[1].device)
             except Exception as e:  # a package that passed the checks but does not load here
                 problem = f"it does not load ({type(e).__name__})"
         if problem != "absent":
@@ -117,17 +123,20 @@ class Packages:
 
 
 class Runner:
-    """A package loaded, called with the step's inputs. (AOTInductor's own loader also checks the
-    CPU by compiling a probe program, a second here, which the entry's fields do already; its
-    wrapper parses the package's call spec at every call.)"""
+    """A compiled step loaded (a CPU library, or a package), called with the step's inputs.
+    (AOTInductor's Python loader would also check the CPU by compiling a probe program, a second
+    here, which the entry's fields do already, and parse the package's call spec at every call.)"""
 
-    def __init__(self, package: Path, device: torch.device) -> None:
-        index = (device.index or 0) if device.type == "cuda" else -1
-        self.loader = torch._C._aoti.AOTIModelPackageLoader(str(package), "model", False, 1, index)
+    def __init__(self, path: Path, device: torch.device) -> None:
+        if path.suffix == ".so":
+            self.run = torch._C._aoti.AOTIModelContainerRunnerCpu(str(path), 1).run
+        else:
+            index = (device.index or 0) if device.type == "cuda" else -1
+            self.run = torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, index).boxed_run
 
     def __call__(self, *inputs: Any) -> Tensor | tuple[Tensor, ...]:
         flat = [x for x in tree_leaves(inputs) if isinstance(x, Tensor)]  # in the exported order
-        out = self.loader.boxed_run(flat)
+        out = self.run(flat)
         return out[0] if len(out) == 1 else tuple(out)
 
 
@@ -160,14 +169,41 @@ def check(entry: Path, fields: dict[str, Any]) -> str | None:
         return "absent"
     try:
         recorded = json.loads((entry / ENTRY).read_text())
-        package = (entry / PACKAGE).read_bytes()
+        if not isinstance(recorded, dict) or recorded.get("fields") != fields:
+            return "made for another model, machine or version"
+        path = kept(entry, recorded)
+        if recorded.get("status") == status(path):  # untouched since it was stored and checked
+            return None
+        digest = sha256(path)
     except (OSError, ValueError) as e:
         return f"unreadable: {type(e).__name__}"
-    if not isinstance(recorded, dict) or recorded.get("fields") != fields:
-        return "made for another model, machine or version"
-    if recorded.get("sha256") != hashlib.sha256(package).hexdigest():
-        return "damaged: its package does not match its checksum"
+    if recorded.get("sha256") != digest:
+        return "damaged: its compiled step does not match its checksum"
     return None
+
+
+def kept(entry: Path, recorded: dict[str, Any] | None = None) -> Path:
+    """The file an entry keeps its compiled step in: a library (CPU) or a package."""
+    recorded = json.loads((entry / ENTRY).read_text()) if recorded is None else recorded
+    name = recorded.get("file", PACKAGE)
+    if name not in (LIBRARY, PACKAGE):
+        raise ValueError(f"unknown file {name!r}")
+    return entry / name
+
+
+def status(path: Path) -> list[int]:
+    """What changes when a file is written to, replaced or copied: inode, size, change time (which,
+    unlike the modification time, cannot be set back)."""
+    stat = path.stat()
+    return [stat.st_ino, stat.st_size, stat.st_ctime_ns]
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def build(entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple, dynamic: tuple) -> Path:
@@ -182,8 +218,10 @@ def build(entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple,
         exported = torch.export.export(module, inputs, dynamic_shapes=dynamic, strict=False)
         with _setting(inductor_config, "freezing", True):
             torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp / PACKAGE))
-        digest = hashlib.sha256((tmp / PACKAGE).read_bytes()).hexdigest()
-        record = {"fields": fields, "sha256": digest, "seconds": round(time.perf_counter() - started, 1),
+        path = _library_alone(tmp / PACKAGE) if str(fields["machine"]["device"]).startswith("cpu") \
+            else tmp / PACKAGE
+        record = {"fields": fields, "file": path.name, "sha256": sha256(path), "status": status(path),
+                  "seconds": round(time.perf_counter() - started, 1),
                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         (tmp / ENTRY).write_text(json.dumps(record, indent=1) + "\n")
         try:
@@ -195,7 +233,20 @@ def build(entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple,
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return entry / PACKAGE
+    return kept(entry)
+
+
+def _library_alone(package: Path) -> Path:
+    """A CPU package's shared library, taken out beside it (the package goes); the package itself
+    if it does not hold exactly one."""
+    with zipfile.ZipFile(package) as archive:
+        libraries = [name for name in archive.namelist() if name.endswith(".so")]
+        if len(libraries) != 1:
+            return package
+        with archive.open(libraries[0]) as source, open(package.with_name(LIBRARY), "wb") as target:
+            shutil.copyfileobj(source, target, 1 << 20)
+    package.unlink()
+    return package.with_name(LIBRARY)
 
 
 def discard(entry: Path) -> None:
