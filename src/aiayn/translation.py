@@ -37,7 +37,9 @@ from aiayn.tokenizer import Tokenizer
 ENGINES = ("pytorch", "ctranslate2")
 DTYPES = ("float32", "bfloat16", "float16")
 CHUNK = 512  # lines that translate_stream sorts by length into batches and translates together
-FIRST_CHUNK = 64  # lines of its first chunk (doubling up to CHUNK): the first lines come out soon
+FIRST_CHUNK = 128  # lines of its first chunk (doubling up to CHUNK): the first lines come out soon.
+# Each chunk's batches end in a tail of their longest sentences stepping alone: a first chunk of 128
+# (one whole batch) made 7% fewer decoder steps on a 1,000-line file than 64, its first line 0.3 s later
 
 __all__ = ["AttentionView", "LoadedModel", "Segments", "Translation", "Translator", "load_model",
            "load_translator", "prepare"]
