@@ -7,7 +7,7 @@ and frees blocks of megabytes at every step (a 512-row step's log-probabilities 
 per batch (its key and value caches), so the kernel hands out and zero-fills the same memory again
 and again: 150,000-170,000 page faults and 0.35-0.4 s of system time per 1,000 sentences of the
 quickstart model, a 4-9% longer translation (benchmarks/RESULTS.md). With blocks mapped only from
-32 MiB and the heap trimmed only beyond 1 GiB, a search reuses what it freed (2,000-37,000 faults).
+32 MiB and the heap trimmed only beyond 1 GiB, a search reuses what it freed (7,000-46,000 faults).
 CTranslate2 keeps a caching allocator of its own on the CPU, Marian a preallocated workspace;
 PyTorch's performance guide suggests preloading jemalloc or tcmalloc, which this does without.
 
