@@ -15,10 +15,11 @@ weights, aiayn's own code, torch's version, the CPU's kernels and features (or t
 step's kind (row count, whether it normalises, whether it reads traced histories). Beside the
 library or package, `entry.json` holds those fields, the file's sha256 and its inode, size and
 change time when stored: a file whose status differs (written to, replaced, copied) is hashed in
-full before it is used, one that has not been touched since is not read twice. An entry that fails
-any check (damaged, foreign, unloadable) is built again with a one-line notice. An entry is built in a
+full before it is used, one untouched since is not read twice. An entry that fails any check
+(damaged, foreign, unloadable) is built again with a one-line notice. An entry is built in a
 temporary directory and renamed into place: two processes filling the cache at once each build a
-whole entry, the first rename wins and the other process uses it.
+whole entry, the first rename wins and the other process uses it. Nothing is ever written into a
+stored entry (running processes have its library mapped); a discarded one is renamed away first.
 
 The cache lives in `$AIAYN_CACHE_DIR/steps`, by default `~/.cache/aiayn/steps`.
 """
@@ -207,7 +208,8 @@ def sha256(path: Path) -> str:
 
 
 def build(entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple, dynamic: tuple) -> Path:
-    """Export, compile and store the step for these inputs' shapes; returns the package's path."""
+    """Export, compile and store the step for these inputs' shapes; returns the path of the file kept
+    (`kept`)."""
     from torch._inductor import config as inductor_config
 
     started = time.perf_counter()
