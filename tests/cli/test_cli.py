@@ -21,6 +21,21 @@ def test_python_dash_m_runs_the_cli():
         assert command in out.stdout
 
 
+@pytest.mark.parametrize("unbuffered", ["", "1"])
+def test_output_into_a_pipe_whose_reader_has_gone_stops_quietly(tmp_path, unbuffered):
+    """`aiayn ... | head`: the first write fails (the read end is closed before the command starts)
+    and the command ends as a writer killed by SIGPIPE would, with nothing on stderr, whether its
+    output is buffered (written when flushed) or not."""
+    read, write = os.pipe()
+    os.close(read)
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
+           "AIAYN_CACHE_DIR": str(tmp_path), **({"PYTHONUNBUFFERED": "1"} if unbuffered else {})}
+    done = subprocess.run([sys.executable, "-m", "aiayn", "cache", "info"], stdout=write,
+                          stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+    os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")
+
+
 @pytest.mark.parametrize("argv, environ, expected", [
     (["aiayn", "serve", "run"], {}, "10000"),
     (["aiayn", "translate", "run"], {}, None),

@@ -87,9 +87,9 @@ def test_a_step_is_compiled_once_loaded_after_rebuilt_when_damaged_and_anew_for_
     assert outputs(original) == eager and len(cache) == 3
 
 
-def entry_with(tmp_path, fields, package=b"a package", digest=None):
-    entry = tmp_path / "entry"
-    entry.mkdir(exist_ok=True)
+def entry_with(tmp_path, fields, package=b"a package", digest=None, name="entry"):
+    entry = tmp_path / name
+    entry.mkdir(parents=True, exist_ok=True)
     (entry / packages.PACKAGE).write_bytes(package)
     digest = digest or hashlib.sha256(package).hexdigest()
     (entry / packages.ENTRY).write_text(json.dumps({"fields": fields, "sha256": digest}))
@@ -107,6 +107,23 @@ def test_an_entry_is_used_only_if_whole_and_made_for_this_model_and_machine(tmp_
     assert packages.check(entry_with(tmp_path, fields, digest="0" * 64), fields).startswith("damaged")
     (tmp_path / "entry" / packages.ENTRY).write_text("{not json")
     assert packages.check(tmp_path / "entry", fields).startswith("unreadable")
+
+
+def test_cache_prune_removes_only_what_another_aiayn_or_torch_made(tmp_path, monkeypatch, capsys):
+    """Entries are named by aiayn's code and torch's version too: an upgrade leaves the old ones
+    behind, never used again. `aiayn cache info` marks them; `prune` removes them and nothing else."""
+    monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path))
+    fields = packages.entry_fields("w" * 64, packages.Kind(8, True, False), torch.zeros(1))
+    root = packages.cache_dir()
+    entry_with(root, fields, name="current")
+    entry_with(root, {**fields, "code": "0" * 64}, name="older-aiayn")
+    entry_with(root, {**fields, "torch": "2.0.0"}, name="older-torch")
+    (root / "unreadable").mkdir()
+    assert main(["cache", "info"]) == 0
+    info = capsys.readouterr().out
+    assert ": 4 compiled steps" in info and "; 3 stale" in info and info.count("  stale\n") == 2
+    assert main(["cache", "prune"]) == 0 and "removed 3 stale compiled steps" in capsys.readouterr().out
+    assert sorted(p.name for p in root.iterdir()) == ["current"]
 
 
 def fake_compiler(monkeypatch, library=b"a library"):

@@ -84,15 +84,22 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command. Expected failures (bad input or options, damaged files, a full disk) print
-    one line and exit with 2; an interruption exits with 128 + the signal (130 for Ctrl-C); anything
-    else is a bug, reported on one line too (exit 1) unless --debug asks for the traceback."""
+    one line and exit with 2; an interruption exits with 128 + the signal (130 for Ctrl-C), output
+    into a pipe whose reader has gone with 141 (128 + SIGPIPE) and nothing said; anything else is a
+    bug, reported on one line too (exit 1) unless --debug asks for the traceback."""
     args = parse(argv)
     try:
-        return COMMANDS[args.command].run(args) or 0
+        code = COMMANDS[args.command].run(args) or 0
+        sys.stdout.flush()  # here, not at exit, so that a reader gone away is handled below
+        return code
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", signal.SIGINT)
         print(f"aiayn {args.command}: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
         return 128 + signum
+    except BrokenPipeError:  # the reader went away (`aiayn translate ... | head`): stop quietly, as a
+        # pipe's writer killed by SIGPIPE does; stdout to /dev/null, so Python's last flush says nothing
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except Exception as e:
         if args.debug or os.environ.get("AIAYN_DEBUG"):
             raise

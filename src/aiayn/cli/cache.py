@@ -13,18 +13,24 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
         description="The decoder steps compiled for a model, a row count and this machine are kept in "
                     "$AIAYN_CACHE_DIR/steps (default ~/.cache/aiayn/steps), so later processes start "
                     "without compiling. 'info' lists them; 'clear' removes them (they are compiled "
-                    "again when next needed).")
-    p.add_argument("action", choices=("info", "clear"), help="info: list the entries; clear: remove them")
+                    "again when next needed); 'prune' removes only the stale ones, made by another "
+                    "version of aiayn or torch, which this installation never uses again.")
+    p.add_argument("action", choices=("info", "clear", "prune"),
+                   help="info: list the entries; clear: remove them all; prune: remove the stale ones")
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.action == "clear":
-        removed, freed = packages.clear()
-        print(f"removed {removed} compiled steps ({freed / 1e6:.1f} MB) from {packages.cache_dir()}")
+    if args.action in ("clear", "prune"):
+        removed, freed = packages.clear() if args.action == "clear" else packages.prune()
+        print(f"removed {removed} {'stale ' if args.action == 'prune' else ''}compiled steps "
+              f"({freed / 1e6:.1f} MB) from {packages.cache_dir()}")
         return 0
     found = packages.entries()
     total = sum(size for _, _, size in found)
-    print(f"{packages.cache_dir()}: {len(found)} compiled steps, {total / 1e6:.1f} MB")
+    stale = [size for _, recorded, size in found if packages.stale(recorded)]
+    print(f"{packages.cache_dir()}: {len(found)} compiled steps, {total / 1e6:.1f} MB"
+          + (f"; {len(stale)} stale ({sum(stale) / 1e6:.1f} MB, made by another version of aiayn or "
+             "torch: 'aiayn cache prune' removes them)" if stale else ""))
     for entry, recorded, size in found:
         if recorded is None:
             print(f"  {entry.name}  {size / 1e6:6.1f} MB  unreadable (rebuilt when next needed)")
@@ -34,5 +40,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {entry.name}  {size / 1e6:6.1f} MB  model {str(fields.get('weights'))[:12]}  "
               f"{fields.get('rows')} rows  {fields.get('dtype')}  {search}  "
               f"{fields.get('machine', {}).get('device')}  compiled in {recorded.get('seconds')} s "
-              f"on {recorded.get('created')}")
+              f"on {recorded.get('created')}{'  stale' if packages.stale(recorded) else ''}")
     return 0

@@ -325,6 +325,24 @@ def clear() -> tuple[int, int]:
     return len(found), sum(size for _, _, size in found)
 
 
+def stale(recorded: dict[str, Any] | None) -> bool:
+    """Whether an entry was made by other aiayn code or another torch (an upgrade): this installation
+    names its entries anew and never uses it again. An unreadable entry counts as stale."""
+    fields = recorded.get("fields") if isinstance(recorded, dict) else None
+    return not isinstance(fields, dict) or fields.get("code") != code_digest() \
+        or fields.get("torch") != torch.__version__
+
+
+def prune() -> tuple[int, int]:
+    """Remove the stale entries (`stale`), and what killed processes left: (entries removed, bytes
+    freed). Another installation sharing the cache compiles its own again when it next needs them."""
+    found = [(entry, size) for entry, recorded, size in entries() if stale(recorded)]
+    for entry, _ in found:
+        discard(entry)
+    files.clean_leftovers(cache_dir(), lambda name: True)
+    return len(found), sum(size for _, size in found)
+
+
 def _notice(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
