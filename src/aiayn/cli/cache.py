@@ -21,16 +21,16 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.action in ("clear", "prune"):
-        removed, freed = packages.clear() if args.action == "clear" else packages.prune()
+        removed, freed = packages.clear(None if args.action == "clear" else packages.stale)
         print(f"removed {removed} {'stale ' if args.action == 'prune' else ''}compiled steps "
               f"({freed / 1e6:.1f} MB) from {packages.cache_dir()}")
         return 0
     found = packages.entries()
     total = sum(size for _, _, size in found)
-    stale = [size for _, recorded, size in found if packages.stale(recorded)]
+    stale = {entry: size for entry, recorded, size in found if packages.stale(recorded)}
     print(f"{packages.cache_dir()}: {len(found)} compiled steps, {total / 1e6:.1f} MB"
-          + (f"; {len(stale)} stale ({sum(stale) / 1e6:.1f} MB, made by another version of aiayn or "
-             "torch: 'aiayn cache prune' removes them)" if stale else ""))
+          + (f"; {len(stale)} stale ({sum(stale.values()) / 1e6:.1f} MB, made by another version of "
+             "aiayn or torch: 'aiayn cache prune' removes them)" if stale else ""))
     for entry, recorded, size in found:
         if recorded is None:
             print(f"  {entry.name}  {size / 1e6:6.1f} MB  unreadable (rebuilt when next needed)")
@@ -40,5 +40,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {entry.name}  {size / 1e6:6.1f} MB  model {str(fields.get('weights'))[:12]}  "
               f"{fields.get('rows')} rows  {fields.get('dtype')}  {search}  "
               f"{fields.get('machine', {}).get('device')}  compiled in {recorded.get('seconds')} s "
-              f"on {recorded.get('created')}{'  stale' if packages.stale(recorded) else ''}")
+              f"on {recorded.get('created')}{'  stale' if entry in stale else ''}")
     return 0

@@ -315,14 +315,16 @@ def entries() -> list[tuple[Path, dict[str, Any] | None, int]]:
     return found
 
 
-def clear() -> tuple[int, int]:
-    """Remove every entry, and what killed processes left: (entries removed, bytes freed). Entries
-    being built by running processes are left to them."""
-    found = entries()
-    for entry, _, _ in found:
+def clear(only: Callable[[dict[str, Any] | None], bool] | None = None) -> tuple[int, int]:
+    """Remove every entry, or those whose record (None if unreadable) `only` picks (`stale`: `aiayn
+    cache prune`), and what killed processes left: (entries removed, bytes freed). Entries being
+    built by running processes are left to them; another installation sharing the cache compiles its
+    own again when it next needs them."""
+    found = [(entry, size) for entry, recorded, size in entries() if only is None or only(recorded)]
+    for entry, _ in found:
         discard(entry)
     files.clean_leftovers(cache_dir(), lambda name: True)
-    return len(found), sum(size for _, _, size in found)
+    return len(found), sum(size for _, size in found)
 
 
 def stale(recorded: dict[str, Any] | None) -> bool:
@@ -331,16 +333,6 @@ def stale(recorded: dict[str, Any] | None) -> bool:
     fields = recorded.get("fields") if isinstance(recorded, dict) else None
     return not isinstance(fields, dict) or fields.get("code") != code_digest() \
         or fields.get("torch") != torch.__version__
-
-
-def prune() -> tuple[int, int]:
-    """Remove the stale entries (`stale`), and what killed processes left: (entries removed, bytes
-    freed). Another installation sharing the cache compiles its own again when it next needs them."""
-    found = [(entry, size) for entry, recorded, size in entries() if stale(recorded)]
-    for entry, _ in found:
-        discard(entry)
-    files.clean_leftovers(cache_dir(), lambda name: True)
-    return len(found), sum(size for _, size in found)
 
 
 def _notice(message: str) -> None:
