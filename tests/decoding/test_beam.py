@@ -7,7 +7,7 @@ import torch
 
 import aiayn.decoding.steps as steps_module
 from aiayn.decoding import beam_search, greedy_search, length_penalty, max_output_lengths
-from aiayn.decoding.beam import beam_step, top_k
+from aiayn.decoding.beam import NEG_INF, beam_step, candidates, top_k
 from tests.conftest import random_ids, tiny_model
 
 PAD, UNK, BOS, EOS, A, B = 0, 1, 2, 3, 4, 5
@@ -27,17 +27,38 @@ def test_beam_step_keeps_the_2k_best_extensions_of_all_beams():
     assert torch.allclose(top.exp(), torch.tensor([[0.30, 0.25, 0.15, 0.125]]))
 
 
-@pytest.mark.parametrize("n", [32000, 32057])  # rows of whole chunks, and with a tail
+def test_candidates_add_each_beams_score_and_allow_only_eos_at_the_length_limit():
+    torch.manual_seed(0)
+    log_probs = torch.randn(3 * 2, 6).log_softmax(dim=1)  # B=3 sentences, K=2 beams, V=6
+    scores = torch.randn(3, 2)
+    only_eos = torch.full((6,), NEG_INF)
+    only_eos[EOS] = 0.0
+    at_limit = torch.tensor([False, True, False])
+    top, beams, tokens = candidates(log_probs, scores, at_limit, only_eos)  # (B, 2K) each
+    totals = log_probs.view(3, 2, 6) + scores[:, :, None]
+    for got, want in zip((top, beams, tokens), beam_step(totals), strict=True):
+        assert torch.equal(got[[0, 2]], want[[0, 2]])  # the others as beam_step finds them
+    assert tokens[1, :2].tolist() == [EOS, EOS] and sorted(beams[1, :2].tolist()) == [0, 1]
+    assert torch.equal(top[1, :2], totals[1, :, EOS].sort(descending=True).values)
+    assert (top[1, 2:] == NEG_INF).all()  # nothing but eos may follow
+
+    first = candidates(log_probs[:3], torch.tensor([[0.0, NEG_INF]] * 3), torch.zeros(3, dtype=torch.bool),
+                       only_eos)  # the first step: one row per sentence, its beams equal
+    assert (first[1] == 0).all() and torch.equal(first[0], log_probs[:3].topk(4, dim=1).values)
+
+
+@pytest.mark.parametrize("n", [8000, 8057])  # rows of whole chunks, and with a tail
 def test_top_k_by_chunks_gives_the_values_and_positions_topk_gives(n):
     torch.manual_seed(0)
-    x = torch.randint(-50, 50, (6, n)).float()  # many equal values
-    x[0, :-3] = float("-inf")  # only the tail is finite
-    x[1, 1234] = x[1, n - 1] = 99.0  # the best in a chunk and in the tail
+    x = torch.randint(-50, 50, (6, 4, n)).float()  # many equal values
+    x[0, :, :-3] = float("-inf")  # only the rows' tails are finite
+    x[1, 2, 1234] = x[1, 3, n - 1] = 99.0  # the best in a chunk and in a tail
     values, positions = top_k(x, 8)
-    assert torch.equal(values, x.topk(8, dim=1).values)
-    assert torch.equal(x.gather(1, positions), values)
+    flat = x.flatten(1)
+    assert torch.equal(values, flat.topk(8, dim=1).values)
+    assert torch.equal(flat.gather(1, positions), values)
     assert all(len(set(row)) == 8 for row in positions.tolist())  # 8 different positions per row
-    assert {1234, n - 1} <= set(positions[1].tolist())
+    assert {2 * n + 1234, 4 * n - 1} <= set(positions[1].tolist())
 
 
 class ScriptedModel:

@@ -47,7 +47,9 @@ def test_compiled_greedy_equals_eager_greedy_with_one_graph_per_row_bucket():
 
 def test_compiled_beam_search_equals_eager_beam_search():
     """Beam 3 with its 3-best lists: 9 sentences run as 16 (48 rows), then as 8 (24 rows) once at
-    most 8 are left; a second batch of 12 sentences reuses both graphs."""
+    most 8 are left; a second batch of 12 sentences reuses both graphs. The graphs find the beams'
+    candidates themselves (`beam.candidates`), eos forced where a sentence reaches its length limit
+    (2 and 3 tokens) in a compiled step."""
     model = tiny_model()
     assert_same_beam(model, random_ids(9, 6, seed=3), torch.tensor([2] + [9] * 8))
     assert rows_compiled(model) == [24, 48]  # beams of 16 sentences, then of 8
@@ -56,6 +58,7 @@ def test_compiled_beam_search_equals_eager_beam_search():
     src[2, 5:] = model.config.pad_id
     assert_same_beam(model, src, torch.tensor([8, 3] * 6))
     assert rows_compiled(model) == [24, 48]
+    assert {kind.output for kind in graphs(model)} == {"aiayn.decoding.beam.candidates"}  # in the graph
 
 
 def test_compiled_beam_search_equals_eager_beam_search_with_relative_positions():
@@ -77,6 +80,19 @@ def test_rows_leave_at_power_of_two_counts_of_2_or_more_when_compiled():
     assert compiled.rows_to_keep(torch.tensor([True, False])) is None  # never fewer than 2 rows
     assert eager.rows_to_keep(done).tolist() == [1, 3, 4, 9, 11, 12]
     assert [row_bucket(n) for n in (1, 2, 3, 5, 8, 9, 32, 33)] == [2, 2, 4, 8, 8, 16, 32, 64]
+
+
+def test_large_batches_shrink_in_eighths_of_a_power_of_two():
+    """Above 64 sentences, a batch runs at multiples of 16 (to 128), of 32 (to 256), ...: a batch of
+    128 whose sentences finish one by one computes fewer finished rows than at 128 until 64 are left."""
+    assert [row_bucket(n) for n in (64, 65, 80, 81, 104, 112, 113, 128, 129, 200, 257)] == \
+        [64, 80, 80, 96, 112, 112, 128, 128, 160, 224, 320]
+    done = torch.zeros(128, dtype=torch.bool)
+    done[::5] = True  # 26 finished, 102 unfinished: 112 rows stay, unfinished first
+    keep = CompiledStep(tiny_model()).rows_to_keep(done)
+    assert len(keep) == 112 and not done[keep[:102]].any() and done[keep[102:]].all()
+    done[::9] = True  # 37 finished, 91 unfinished: 96 rows
+    assert len(CompiledStep(tiny_model()).rows_to_keep(done)) == 96
 
 
 def test_traced_ancestors_name_the_histories_that_reordering_would_move():

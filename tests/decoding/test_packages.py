@@ -97,7 +97,7 @@ def entry_with(tmp_path, fields, package=b"a package", digest=None, name="entry"
 
 
 def test_an_entry_is_used_only_if_whole_and_made_for_this_model_and_machine(tmp_path):
-    fields = packages.entry_fields("w" * 64, packages.Kind(8, True, False), torch.zeros(1))
+    fields = packages.entry_fields("w" * 64, packages.Kind(8, "log_probs", False), torch.zeros(1))
     assert packages.check(tmp_path / "none", fields) == "absent"
     assert packages.check(entry_with(tmp_path, fields), fields) is None
     foreign = {**fields, "machine": {**fields["machine"], "kernels": "AVX2" if "AVX2" not in
@@ -113,7 +113,7 @@ def test_cache_prune_removes_only_what_another_aiayn_or_torch_made(tmp_path, mon
     """Entries are named by aiayn's code and torch's version too: an upgrade leaves the old ones
     behind, never used again. `aiayn cache info` marks them; `prune` removes them and nothing else."""
     monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path))
-    fields = packages.entry_fields("w" * 64, packages.Kind(8, True, False), torch.zeros(1))
+    fields = packages.entry_fields("w" * 64, packages.Kind(8, "log_probs", False), torch.zeros(1))
     root = packages.cache_dir()
     entry_with(root, fields, name="current")
     entry_with(root, {**fields, "code": "0" * 64}, name="older-aiayn")
@@ -139,7 +139,7 @@ def fake_compiler(monkeypatch, library=b"a library"):
 def test_a_process_that_loses_the_race_to_store_an_entry_uses_the_winners(tmp_path, monkeypatch):
     """Two processes compiling the same step: the second to finish finds the entry stored and keeps
     it (its own build goes), and nothing half-written is left."""
-    fields = packages.entry_fields("w" * 64, packages.Kind(8, True, False), torch.zeros(1))
+    fields = packages.entry_fields("w" * 64, packages.Kind(8, "log_probs", False), torch.zeros(1))
     winner = entry_with(tmp_path, fields, b"the first process's package")
 
     fake_compiler(monkeypatch, b"the second process's library")
@@ -152,7 +152,7 @@ def test_a_stored_library_untouched_since_is_not_read_again_and_one_replaced_is(
     """On the CPU an entry keeps the package's library alone; a later check hashes it again only if
     the file is not the one stored (here: replaced by a copy, then by a damaged copy)."""
     fake_compiler(monkeypatch)
-    fields = packages.entry_fields("w" * 64, packages.Kind(8, True, False), torch.zeros(1))
+    fields = packages.entry_fields("w" * 64, packages.Kind(8, "log_probs", False), torch.zeros(1))
     path = packages.build(tmp_path / "entry", fields, None, (), ())
     assert path == tmp_path / "entry" / packages.LIBRARY and path.read_bytes() == b"a library"
     assert sorted(p.name for p in path.parent.iterdir()) == [packages.ENTRY, packages.LIBRARY]

@@ -38,36 +38,57 @@ def length_penalty(length: Tensor | int, alpha: float, form: str = "gnmt") -> Te
     raise ValueError(f"unknown length penalty {form!r}; use gnmt or plain")
 
 
+def candidates(log_probs: Tensor, scores: Tensor, at_limit: Tensor, only_eos: Tensor
+               ) -> tuple[Tensor, Tensor, Tensor]:
+    """What one step offers: log-probabilities (B*R, V) of the next token of each sentence's R live
+    hypotheses (R = 1 at the first step, whose K beams are equal), their scores so far (B, K), the
+    sentences that must end now (B,) and what they add (V,: 0 for eos, -inf for every other token)
+    -> the 2K best extensions of each sentence (`beam_step`). Run by `Step.scored`: a compiled step
+    computes it in its graph, in the passes that normalise the log-probabilities."""
+    b, v = scores.size(0), log_probs.size(-1)
+    totals = log_probs.view(b, -1, v) + scores[:, :, None]  # (B, K, V): score so far + next token's
+    if torch.compiler.is_compiling() or at_limit.any():  # compiled, branch-free: in the same pass
+        totals = totals + torch.where(at_limit[:, None, None], only_eos, 0.0)
+    return beam_step(totals)
+
+
 def beam_step(totals: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """The 2K best one-token extensions of each sentence's K hypotheses.
 
     totals (B, K, V): score of each hypothesis so far + log-probability of each next token.
     -> candidate scores, the beam each extends, and its token, each (B, 2K), best first.
     """
-    b, k, v = totals.shape
-    top_scores, flat = top_k(totals.view(b, k * v), 2 * k)  # (B, 2K)
+    v = totals.size(2)
+    top_scores, flat = top_k(totals, 2 * totals.size(1))  # (B, 2K)
     return top_scores, flat // v, flat % v
 
 
 def top_k(x: Tensor, k: int, chunk: int = 100) -> tuple[Tensor, Tensor]:
-    """The k largest values of each row of x (B, N) and their positions, best first, as x.topk(k, 1)
-    gives them (equal values may come in another order), in two cheap stages for long rows.
+    """The k largest values among the R rows of each sentence, x (B, R, N), and their positions in
+    x[b].flatten() (r * N + n), best first, as x.flatten(1).topk(k, 1) gives them (equal values may
+    come in another order), in two cheap stages for long rows.
 
-    The k largest values of a row lie in the k chunks with the largest maxima, plus the tail that
-    fills no whole chunk: each of those k chunks holds a value >= the k-th largest chunk maximum,
-    and no other chunk does better. So topk runs over k chunks, not the whole row (for beam 4 and
-    8,000 tokens: 800 values instead of 32,000).
+    The k largest values lie in the k chunks (`chunk` values of one row) with the largest maxima, plus
+    the rows' tails that fill no whole chunk: each of those k chunks holds a value >= the k-th
+    largest chunk maximum, and no other chunk does better. So topk runs over k chunks, not all the
+    rows (for beam 4 and 8,000 tokens: 800 values instead of 32,000). Chunks lie within a row, so
+    that each value's token is its place in the chunk (a compiled step computes the maxima in the
+    pass that adds the scores, reading the row's eos mask in order).
     """
-    b, n = x.shape
+    (b, r, n), device = x.shape, x.device
     whole = n - n % chunk
-    if whole < 4 * k * chunk:  # too short to gain
-        return x.topk(k, dim=1)
-    chunks = x[:, :whole].unflatten(1, (-1, chunk))  # (B, N/chunk, chunk)
-    best = chunks.amax(dim=2).topk(k, dim=1).indices  # (B, k) chunks holding the k largest values
-    candidates = torch.cat([chunks.gather(1, best[:, :, None].expand(-1, -1, chunk)).flatten(1),
-                            x[:, whole:]], dim=1)  # (B, k*chunk + N-whole)
-    positions = torch.cat([(best[:, :, None] * chunk + torch.arange(chunk, device=x.device)).flatten(1),
-                           torch.arange(whole, n, device=x.device).expand(b, -1)], dim=1)
+    if r * whole < 4 * k * chunk:  # too short to gain
+        return x.flatten(1).topk(k, dim=1)
+    per_row = whole // chunk
+    chunks = x[:, :, :whole].unflatten(2, (per_row, chunk))  # (B, R, N/chunk, chunk)
+    best = chunks.amax(dim=3).flatten(1).topk(k, dim=1).indices  # (B, k) chunks, numbered row by row
+    rows, columns = best // per_row, best % per_row  # (B, k) each
+    starts = rows * n + columns * chunk  # (B, k): position of each chunk's first value
+    tails = (torch.arange(r, device=device)[:, None] * n + torch.arange(whole, n, device=device)).flatten()
+    candidates = torch.cat([chunks[torch.arange(b, device=device)[:, None], rows, columns].flatten(1),
+                            x[:, :, whole:].flatten(1)], dim=1)  # (B, k*chunk + R*(N-whole))
+    positions = torch.cat([(starts[:, :, None] + torch.arange(chunk, device=device)).flatten(1),
+                           tails.expand(b, -1)], dim=1)
     values, where = candidates.topk(k, dim=1)  # (B, k)
     return values, positions.gather(1, where)
 
@@ -116,14 +137,10 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
 
     for position in range(width - 1):
         b, rows_now = len(active), 1 if position == 0 else k  # decoder rows per sentence this step
-        log_probs = step.log_probs(tokens[:, :rows_now, -1].reshape(b * rows_now), src, cache)
-        # Score so far + log-probability of each next token, (B, K, V): in place after the first step.
-        log_probs = log_probs.view(b, rows_now, -1)
-        totals = log_probs.add_(scores[:, :, None]) if rows_now == k else log_probs + scores[:, :, None]
         at_limit = position >= max_lengths[active]  # (B,): max_lengths tokens made, eos must follow
-        if at_limit.any():
-            totals[at_limit] += only_eos
-        cand_scores, cand_beams, cand_tokens = beam_step(totals)  # (B, 2K)
+        last = tokens[:, :rows_now, -1].reshape(b * rows_now)  # (B*R,)
+        cand_scores, cand_beams, cand_tokens = step.scored(last, src, cache, candidates, scores, at_limit,
+                                                           only_eos)  # (B, 2K)
 
         # Candidates ending in eos among the first K ranks are finished.
         parents = tokens.gather(1, cand_beams[:, :k, None].expand(-1, -1, tokens.size(2)))  # (B, K, L)

@@ -11,8 +11,10 @@ AOTInductor) and kept on disk, so a model is compiled once per machine (`package
 A compiled graph is for fixed shapes. Here:
 - the rows are fixed per graph (MKL packs a weight for one row count; with a dynamic row count
   the step was no faster than eager): a step is compiled once per power-of-two count of
-  sentences, `FEWEST_SENTENCES` at least (`row_bucket`), and the searches top their batches up to
-  one; the last sentences of a batch, searching on alone, run at small counts;
+  sentences, `FEWEST_SENTENCES` at least, and in eighths of a power of two from `FINE_FROM` up
+  (`row_bucket`); the searches top their batches up to one such count, and finished sentences
+  leave once the others fit a smaller one; the last sentences of a batch, searching on alone, run
+  at small counts;
 - the number of positions decoded, the cache capacity and the source length are dynamic
   dimensions: one graph serves every step and every batch of its row count. The step reads
   the positions decoded so far from the length of the position table it is given, writes its
@@ -39,6 +41,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from weakref import WeakKeyDictionary
 
 import torch
@@ -47,6 +50,7 @@ from torch.export import Dim
 
 from aiayn.decoding import packages
 from aiayn.decoding.steps import (
+    Score,
     Step,
     log_probs,
     logits_and_normaliser,
@@ -58,6 +62,7 @@ from aiayn.model.masks import padding_mask
 
 LogitsFn = Callable[[Transformer, Tensor, Tensor, DecoderCache], tuple[Tensor, Tensor]]  # steps.next_logits
 LogProbsFn = Callable[[Transformer, Tensor, Tensor, DecoderCache], Tensor]  # steps.next_log_probs
+FINE_FROM = 64  # sentences from which compiled steps come in eighths of a power of two (`row_bucket`)
 FEWEST_SENTENCES = 2  # a compiled step runs at, at least: each row count costs a compilation of
 # seconds once, and a step at 2 sentences costs little more than at 1, but a beam search's last
 # sentences step many times at the smallest count (benchmarks/RESULTS.md)
@@ -71,10 +76,12 @@ class CompiledStep(Step):
     def __init__(self, model: Transformer) -> None:
         super().__init__(model)
         self._logits, self._log_probs = compiled_logits(model), compiled_log_probs(model)
+        self._scored: dict[Score, Callable] = {}
 
     def start(self, src: Tensor, max_lengths: Tensor, capacity: int) -> tuple[Tensor, Tensor, DecoderCache]:
         """As `Step.start`, with a cache of full capacity (the compiled step cannot grow one) that can
-        trace its rows' histories, and the batch topped up to a power-of-two count of sentences."""
+        trace its rows' histories, and the batch topped up to a count of sentences a compiled step
+        runs at (`row_bucket`)."""
         cache = self.model.init_cache(self.model.encode(src), capacity=capacity)
         cache = TracedCache(cache.self_attn, cache.cross_attn, cache.rows_per_sentence)
         src, max_lengths = top_up(src, max_lengths, cache)
@@ -86,22 +93,37 @@ class CompiledStep(Step):
     def log_probs(self, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> Tensor:
         return self._log_probs(self.model, last_tokens, src, cache)
 
+    def scored(self, last_tokens: Tensor, src: Tensor, cache: DecoderCache, score: Score,
+               *args: Tensor) -> Any:
+        """As `Step.scored`, with `score` compiled into the step's graph (beam search's candidates are
+        then found in the pass that normalises the scores, not in a dozen operations after it)."""
+        run = self._scored.get(score)
+        if run is None:
+            run = self._scored[score] = functools.partial(_run, _compiled(self.model, score),
+                                                          functools.partial(_then, score))
+        return run(self.model, last_tokens, src, cache, *args)
+
     def fan_out(self, cache: TracedCache, r: int) -> None:
         """As `Step.fan_out`; from then on the beams' histories stay where they are (`TracedCache`)."""
         cache.fan_out(r)
         cache.trace_ancestors()
 
     def rows_to_keep(self, done: Tensor) -> Tensor | None:
-        """Finished rows leave once the unfinished ones fit a smaller power of two, which finished rows
+        """Finished rows leave once the unfinished ones fit a smaller `row_bucket`, which finished rows
         top up (the unfinished first, in order)."""
         rows = row_bucket(int((~done).sum()))
         return None if rows >= len(done) else done.int().argsort(stable=True)[:rows]
 
 
 def row_bucket(sentences: int) -> int:
-    """How many sentences a compiled step runs at for this many: the next power of two, and at least
-    `FEWEST_SENTENCES` (times the rows of each sentence: the step's row count)."""
-    return max(FEWEST_SENTENCES, 1 << max(sentences - 1, 0).bit_length())
+    """How many sentences a compiled step runs at for this many (times the rows of each sentence: the
+    step's row count): the next power of two, `FEWEST_SENTENCES` at least; beyond `FINE_FROM`, the next
+    multiple of an eighth of that power (80, 96, 112, 128, 160, ...), so that a large batch whose
+    sentences finish one by one computes fewer finished rows."""
+    power = max(FEWEST_SENTENCES, 1 << max(sentences - 1, 0).bit_length())
+    if power <= FINE_FROM:
+        return power
+    return -(-sentences // (power // 8)) * (power // 8)
 
 
 @dataclass
@@ -140,57 +162,69 @@ class TracedCache(DecoderCache):
 def compiled_logits(model: Transformer) -> LogitsFn:
     """`steps.next_logits`, compiled for `model`. Get it once per search: it checks whether the
     weights changed since the last compilation."""
-    return functools.partial(_run, _compiled(model, normalise=False), next_logits)
+    return functools.partial(_run, _compiled(model, "logits"), next_logits)
 
 
 def compiled_log_probs(model: Transformer) -> LogProbsFn:
     """`steps.next_log_probs`, compiled for `model`; as `compiled_logits`."""
-    return functools.partial(_run, _compiled(model, normalise=True), next_log_probs)
+    return functools.partial(_run, _compiled(model, "log_probs"), next_log_probs)
 
 
 def top_up(src: Tensor, max_lengths: Tensor, cache: DecoderCache) -> tuple[Tensor, Tensor]:
-    """A new batch topped up to a power-of-two count of sentences (`row_bucket`) with copies of its
-    first, which may output nothing (maximum length 0): (B, S) source, (B,) maximum lengths -> the
-    same for B' >= B. The cache follows; its `select` also lays the cross-attention keys and values
-    out contiguously, as every batch of a compiled step must have them."""
+    """A new batch topped up to a count of sentences a compiled step runs at (`row_bucket`) with
+    copies of its first, which may output nothing (maximum length 0): (B, S) source, (B,) maximum
+    lengths -> the same for B' >= B. The cache follows; its `select` also lays the cross-attention
+    keys and values out contiguously, as every batch of a compiled step must have them."""
     n = src.size(0)
     rows = torch.cat([torch.arange(n, device=src.device), src.new_zeros(row_bucket(n) - n)])  # (B',)
     cache.select(rows)
     return src[rows], torch.cat([max_lengths, max_lengths.new_zeros(len(rows) - n)])
 
 
+def _then(score: Score, model: Transformer, last_tokens: Tensor, src: Tensor, cache: DecoderCache,
+          *args: Tensor) -> Any:
+    """`Step.scored`'s eager step."""
+    return score(next_log_probs(model, last_tokens, src, cache), *args)
+
+
 def _run(step: packages.Packages, eager: Callable, model: Transformer, last_tokens: Tensor, src: Tensor,
-         cache: TracedCache):
-    """One step after `last_tokens` (B,): compiled, or eager for the first position (and for sizes
-    beyond what the compiled step takes, `packages.LARGEST`)."""
+         cache: TracedCache, *args: Tensor):
+    """One step after `last_tokens` (B,), given the step's other inputs `args`: compiled, or eager
+    for the first position (and for sizes beyond what the compiled step takes, `packages.LARGEST`)."""
     layers = cache.self_attn
     position, capacity = layers[0].length, layers[0].k.size(1)
     if position == 0 or max(capacity, src.size(1)) > packages.LARGEST or src.size(1) < 2:
-        return eager(model, last_tokens, src, cache)
+        return eager(model, last_tokens, src, cache, *args)
     if position >= capacity:
         raise ValueError(f"the cache holds {capacity} positions; the compiled step cannot grow it")
     table = model.positions(position + 1, 0, layers[0].k.dtype, layers[0].k.device)  # (L, D)
     out = step(last_tokens.contiguous(), table, [kv.k for kv in layers], [kv.v for kv in layers],
-               cache.ancestors, cache.cross_attn, padding_mask(src, model.config.pad_id))
+               cache.ancestors, cache.cross_attn, padding_mask(src, model.config.pad_id), *args)
     for kv in layers:
         kv.length += 1
     return out
 
 
+Output = str | Score  # what a compiled step returns: "logits" (and their normaliser), "log_probs",
+# or what a score function makes of the log-probabilities (`Step.scored`)
+
+
 class _Step(nn.Module):
     """The traced step. The model is a submodule, so that freezing sees its weights as constants."""
 
-    def __init__(self, model: Transformer, normalise: bool) -> None:
+    def __init__(self, model: Transformer, output: Output) -> None:
         super().__init__()
-        self.model, self.normalise = model, normalise
+        self.model, self.output = model, output
+        self.output_name = output if isinstance(output, str) else f"{output.__module__}.{output.__qualname__}"
 
     def forward(self, last_tokens: Tensor, table: Tensor, keys: list[Tensor], values: list[Tensor],
                 ancestors: Tensor | None, cross_attn: list[tuple[Tensor, Tensor]], memory_mask: Tensor,
-                ) -> Tensor | tuple[Tensor, Tensor]:
+                *args: Tensor) -> Any:
         """tokens (B,), position table (L, D), per layer the cache buffers (B, C, H, K), the rows
         holding each row's history (B, C) or None, per layer the cross-attention keys and values
-        (B/R, H, S, K), mask (B/R, 1, 1, S)
-        -> log-probabilities (B, V), or logits (B, V) and their logsumexp (B, 1)."""
+        (B/R, H, S, K), mask (B/R, 1, 1, S), a score function's other inputs
+        -> logits (B, V) and their logsumexp (B, 1), log-probabilities (B, V), or what the score
+        function makes of them."""
         m, n = self.model, table.size(0)
         x = m.embed(last_tokens[:, None], m.tgt_embed, encodings=table[n - 1:n])  # (B, 1, D)
         if ancestors is not None:  # (B, n), (n,): where each position of each history lies
@@ -198,7 +232,10 @@ class _Step(nn.Module):
         slots = _Slots([_Slot(k, v, n, ancestors) for k, v in zip(keys, values, strict=True)])
         written_out = x.device.type == "cpu"  # attention as the reference: see the module's text
         hidden, _ = m.decoder(x, None, cross_attn, memory_mask, slots, need_weights=written_out)  # (B, 1, D)
-        return log_probs(m, hidden) if self.normalise else logits_and_normaliser(m, hidden)
+        if self.output == "logits":
+            return logits_and_normaliser(m, hidden)
+        scores = log_probs(m, hidden)  # (B, V)
+        return scores if self.output == "log_probs" else self.output(scores, *args)
 
 
 @dataclass
@@ -226,20 +263,19 @@ class _Slots:
     self_attn: list[_Slot]  # what `Decoder.forward` reads of a cache
 
 
-_steps: WeakKeyDictionary[Transformer, dict[bool, tuple[tuple[int, ...], packages.Packages]]] = \
+_steps: WeakKeyDictionary[Transformer, dict[Output, tuple[tuple[int, ...], packages.Packages]]] = \
     WeakKeyDictionary()
 
 
-def _compiled(model: Transformer, normalise: bool) -> packages.Packages:
+def _compiled(model: Transformer, output: Output) -> packages.Packages:
     """The model's compiled step, kept on disk (`packages`). A package holds the weights as they were
     when it was compiled: once a weight has changed in place, the step is compiled anew (an entry of
     its own, keyed by the new weights)."""
     versions = tuple(p._version for p in model.parameters())
     steps = _steps.setdefault(model, {})
-    known = steps.get(normalise)
+    known = steps.get(output)
     if known is None or known[0] != versions:
-        step = _Step(model, normalise)
-        known = steps[normalise] = (versions, packages.Packages(step, _dynamic_shapes))
+        known = steps[output] = (versions, packages.Packages(_Step(model, output), _dynamic_shapes))
     return known[1]
 
 
@@ -249,7 +285,7 @@ def compiled_before(model: Transformer) -> bool:
     if not packages.entries():  # the common case, without hashing the weights
         return False
     table = model.tgt_embed.weight  # the step's activations, and so its cache, are in its dtype
-    return packages.stored(packages.weights_digest(_Step(model, True)), table.dtype, table.device)
+    return packages.stored(packages.weights_digest(_Step(model, "log_probs")), table.dtype, table.device)
 
 
 def graphs(model: Transformer) -> list[packages.Kind]:
@@ -259,10 +295,12 @@ def graphs(model: Transformer) -> list[packages.Kind]:
 
 def _dynamic_shapes(inputs: tuple) -> tuple:
     """The step's inputs' dynamic dimensions, for `torch.export`: rows static; positions decoded,
-    cache capacity and source length dynamic (from 2 to `packages.LARGEST`)."""
-    last_tokens, table, keys, values, ancestors, cross_attn, memory_mask = inputs
+    cache capacity and source length dynamic (from 2 to `packages.LARGEST`); a score function's
+    inputs static."""
+    last_tokens, table, keys, values, ancestors, cross_attn, memory_mask, *args = inputs
     n, capacity, source = (Dim(name, min=2, max=packages.LARGEST)
                            for name in ("positions", "capacity", "source"))
-    return (None, {0: n}, [{1: capacity}] * len(keys), [{1: capacity}] * len(values),
-            None if ancestors is None else {1: capacity}, [({2: source}, {2: source})] * len(cross_attn),
-            {3: source})
+    shapes = (None, {0: n}, [{1: capacity}] * len(keys), [{1: capacity}] * len(values),
+              None if ancestors is None else {1: capacity}, [({2: source}, {2: source})] * len(cross_attn),
+              {3: source})
+    return (*shapes, (None,) * len(args)) if args else shapes  # *args: one element, a tuple

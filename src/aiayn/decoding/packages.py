@@ -12,7 +12,7 @@ package, for every process); a GPU's package is kept whole.
 
 An entry is a directory named by a hash of everything that changes the compiled code: the
 weights, aiayn's own code, torch's version, the CPU's kernels and features (or the GPU), and the
-step's kind (row count, whether it normalises, whether it reads traced histories). Beside the
+step's kind (row count, what it returns, whether it reads traced histories). Beside the
 library or package, `entry.json` holds those fields, the file's sha256 and its inode, size and
 change time when stored: a file whose status differs (written to, replaced, copied) is hashed in
 full before it is used, one untouched since is not read twice. An entry that fails any check
@@ -66,7 +66,7 @@ class Kind:
     """What a compiled step is for, besides its model: these make separate graphs."""
 
     rows: int  # B, fixed per graph
-    normalise: bool  # log-probabilities, or logits and their normaliser
+    output: str  # logits and their normaliser, log-probabilities, or a score function's (`Step.scored`)
     traced: bool  # reads beams' histories through a table (beam search), or its own rows (greedy)
 
 
@@ -82,7 +82,7 @@ class Packages:
         self._weights: str | None = None
 
     def __call__(self, *inputs: Any) -> Any:
-        kind = Kind(inputs[0].size(0), self.module.normalise, inputs[4] is not None)
+        kind = Kind(inputs[0].size(0), self.module.output_name, inputs[4] is not None)
         runner = self._runners.get(kind)
         if runner is None:
             runner = self._runners[kind] = self._load_or_build(kind, inputs)
@@ -145,7 +145,7 @@ def entry_fields(weights: str, kind: Kind, sample: Tensor) -> dict[str, Any]:
     """Everything that changes a compiled step, as the entry records it."""
     return {"weights": weights, "code": code_digest(), "torch": torch.__version__,
             "machine": machine(sample.device), "dtype": str(sample.dtype), "rows": kind.rows,
-            "normalise": kind.normalise, "traced": kind.traced}
+            "output": kind.output, "traced": kind.traced}
 
 
 def stored(weights: str, dtype: torch.dtype, device: torch.device) -> bool:
@@ -154,7 +154,7 @@ def stored(weights: str, dtype: torch.dtype, device: torch.device) -> bool:
     found = entries()
     if not found:
         return False
-    want = entry_fields(weights, Kind(0, False, False), torch.empty(0, dtype=dtype, device=device))
+    want = entry_fields(weights, Kind(0, "", False), torch.empty(0, dtype=dtype, device=device))
     same = ("weights", "code", "torch", "machine", "dtype")
     return any(recorded and all(recorded.get("fields", {}).get(key) == want[key] for key in same)
                for _, recorded, _ in found)

@@ -7,13 +7,16 @@ Shapes: B rows (sentences, or sentences x beams), S source length, V vocabulary.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from aiayn.model import DecoderCache, Transformer
 
+Score = Callable[..., Any]  # (log-probabilities (B, V), *tensors) -> tensors: see Step.scored
 LEAVE_AT = 8  # finished sentences leave the batch once they are 1/LEAVE_AT of it (Step.rows_to_keep)
 
 
@@ -83,9 +86,10 @@ def output_tokens(row: list[int], eos_id: int, pad_id: int) -> list[int]:
 class Step:
     """How a search runs its decoder steps: here, the model's own cached step (`Transformer.decode`).
 
-    A search calls `start` once, then per step `logits` (greedy, sampling) or `log_probs` (beam
-    search), `fan_out` after beam search's first step, and `rows_to_keep` to let finished sentences
-    leave the batch. `compiled.CompiledStep` runs the same steps compiled.
+    A search calls `start` once, then per step `logits` (greedy, sampling) or `scored` (beam search:
+    the log-probabilities and what it makes of them), `fan_out` after beam search's first step, and
+    `rows_to_keep` to let finished sentences leave the batch. `compiled.CompiledStep` runs the same
+    steps compiled.
     """
 
     def __init__(self, model: Transformer) -> None:
@@ -101,6 +105,13 @@ class Step:
 
     def log_probs(self, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> Tensor:
         return next_log_probs(self.model, last_tokens, src, cache)
+
+    def scored(self, last_tokens: Tensor, src: Tensor, cache: DecoderCache, score: Score,
+               *args: Tensor) -> Any:
+        """`score(log_probs, *args)` after one step: what a search makes of the log-probabilities
+        (B, V), such as beam search's candidates. The compiled step runs `score` inside its graph, so
+        it must be traceable: tensors in and out, no branching on their values."""
+        return score(self.log_probs(last_tokens, src, cache), *args)
 
     def fan_out(self, cache: DecoderCache, r: int) -> None:
         """Give each sentence r rows (beam search's K beams), each a copy of its one row so far."""
