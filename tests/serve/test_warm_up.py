@@ -5,7 +5,7 @@ import sys
 
 import httpx
 
-from aiayn.decoding.compiled import graphs
+from aiayn.decoding.compiled import graphs, row_buckets
 from aiayn.translation import load_translator
 from tests.conftest import HANG_S, fails_if_hung
 
@@ -45,3 +45,18 @@ def test_a_compiled_model_is_served_by_one_search_on_every_thread(trained_run, c
     assert "1 search at once on 2 of 2 CPU threads" in _serving_line(trained_run, "--compile")
     assert "1 search at once on 2 of 2 CPU threads" in _serving_line(trained_run)  # the cache says compiled
     assert "2 searches at once on 1 of 2 CPU threads" in _serving_line(trained_run, "--no-compile")
+
+
+def test_the_warm_up_starts_a_batch_at_every_row_count_a_compiled_step_runs_at():
+    """Above 64 sentences, compiled steps come in eighths of a power of two (80, 96, 112, 128): a
+    batch of each size is searched, not only the powers of two, up to the largest batch."""
+    from types import SimpleNamespace
+
+    from aiayn.serve.service import warm_up
+
+    sizes = []
+    fake = SimpleNamespace(defaults=SimpleNamespace(compile=True, batch_size=100), compiled_steps=0,
+                           translate=lambda texts: sizes.append(len(texts)))
+    warm_up([fake], None)
+    assert sizes == [1, 2, 4, 8, 16, 32, 64, 80, 96, 100]  # 100 sentences run as 112
+    assert row_buckets(100)[-1] == 112 and row_buckets(128) == [2, 4, 8, 16, 32, 64, 80, 96, 112, 128]

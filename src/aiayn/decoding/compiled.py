@@ -126,6 +126,11 @@ def row_bucket(sentences: int) -> int:
     return -(-sentences // (power // 8)) * (power // 8)
 
 
+def row_buckets(most: int) -> list[int]:
+    """Every count of sentences a compiled step runs at for batches of up to `most` sentences."""
+    return sorted({row_bucket(n) for n in range(1, most + 1)})
+
+
 @dataclass
 class TracedCache(DecoderCache):
     """A decoder cache whose beams move no keys or values when they take over another's hypothesis.

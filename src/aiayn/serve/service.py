@@ -16,6 +16,7 @@ import torch
 from fastapi import Request
 
 from aiayn.config import ConfigError, ServeConfig
+from aiayn.decoding.compiled import row_buckets
 from aiayn.explain import explain
 from aiayn.serve.batcher import Batcher, QueueFull, Search
 from aiayn.serve.errors import Problem
@@ -247,10 +248,9 @@ def warm_up(translators: Iterable[Translator], config: ServeConfig) -> None:
         translator.translate(["warm up"])
         if translator.defaults.compile:
             most = translator.defaults.batch_size
-            n = 1
-            while n <= most:  # sentences of growing lengths, so searches shrink through each row count
-                translator.translate([" ".join(["warm"] * (1 + i % 24)) for i in range(n)])
-                n *= 2
+            for n in row_buckets(most):  # a batch that starts at each row count; of growing lengths, so
+                # that its search shrinks through the smaller ones
+                translator.translate([" ".join(["warm"] * (1 + i % 24)) for i in range(min(n, most))])
             steps += translator.compiled_steps
     held = f" ({steps} compiled decoder steps)" if steps else ""
     print(f"warmed up in {time.perf_counter() - started:.1f} s{held}", flush=True)
