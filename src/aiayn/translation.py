@@ -261,6 +261,18 @@ class Translator:
 
         return len(graphs(self.model)) if self.model is not None else 0
 
+    def warm_up(self) -> None:
+        """Translate once, and with a compiled decoder step, a batch starting at each row count that
+        batches of up to the batch size reach (`compiled.row_buckets`), of growing lengths so that its
+        search shrinks through the smaller ones: each step is loaded, or compiled, now."""
+        from aiayn.decoding.compiled import row_buckets
+
+        self.translate(["warm up"])
+        if self.defaults.compile:
+            most = self.defaults.batch_size
+            for n in row_buckets(most):
+                self.translate([" ".join(["warm"] * (1 + i % 24)) for i in range(min(n, most))])
+
     def config(self, **options: Any) -> cfg.DecodeConfig:
         """The settings of a call: the defaults with `options` on top, checked. (A server asks for
         them twice a request: the defaults, checked once, come back as they are.)"""

@@ -52,11 +52,11 @@ def test_the_warm_up_starts_a_batch_at_every_row_count_a_compiled_step_runs_at()
     batch of each size is searched, not only the powers of two, up to the largest batch."""
     from types import SimpleNamespace
 
-    from aiayn.serve.service import warm_up
+    from aiayn.translation import Translator
 
     sizes = []
-    fake = SimpleNamespace(defaults=SimpleNamespace(compile=True, batch_size=100), compiled_steps=0,
+    fake = SimpleNamespace(defaults=SimpleNamespace(compile=True, batch_size=100),
                            translate=lambda texts: sizes.append(len(texts)))
-    warm_up([fake], None)
+    Translator.warm_up(fake)  # what the server's warm-up runs for each model
     assert sizes == [1, 2, 4, 8, 16, 32, 64, 80, 96, 100]  # 100 sentences run as 112
     assert row_buckets(100)[-1] == 112 and row_buckets(128) == [2, 4, 8, 16, 32, 64, 80, 96, 112, 128]

@@ -16,7 +16,6 @@ import torch
 from fastapi import Request
 
 from aiayn.config import ConfigError, ServeConfig
-from aiayn.decoding.compiled import row_buckets
 from aiayn.explain import explain
 from aiayn.serve.batcher import Batcher, QueueFull, Search
 from aiayn.serve.errors import Problem
@@ -245,13 +244,8 @@ def warm_up(translators: Iterable[Translator], config: ServeConfig) -> None:
     Says how long it took."""
     started, steps = time.perf_counter(), 0
     for translator in translators:
-        translator.translate(["warm up"])
-        if translator.defaults.compile:
-            most = translator.defaults.batch_size
-            for n in row_buckets(most):  # a batch that starts at each row count; of growing lengths, so
-                # that its search shrinks through the smaller ones
-                translator.translate([" ".join(["warm"] * (1 + i % 24)) for i in range(min(n, most))])
-            steps += translator.compiled_steps
+        translator.warm_up()
+        steps += translator.compiled_steps
     held = f" ({steps} compiled decoder steps)" if steps else ""
     print(f"warmed up in {time.perf_counter() - started:.1f} s{held}", flush=True)
 
