@@ -1,11 +1,11 @@
 """Beam search over a whole batch of sentences (section 6.1: beam size 4, length penalty 0.6).
 
 Every sentence keeps K live hypotheses. One step expands each by every token and keeps the 2K
-best candidates (`beam_step`). Candidates that end in eos and rank among the first K become
-finished hypotheses, scored with the length penalty; the best K others stay live. A sentence is
-done when it has K finished hypotheses (as in fairseq and Marian) or reaches its maximum
-length, where eos is forced. Done sentences leave the batch, so the work shrinks as they end;
-the loop stops when none is left.
+best candidates (`candidates`, `beam_step`; a compiled step finds them in its own graph).
+Candidates that end in eos and rank among the first K become finished hypotheses, scored with
+the length penalty; the best K others stay live. A sentence is done when it has K finished
+hypotheses (as in fairseq and Marian) or reaches its maximum length, where eos is forced. Done
+sentences leave the batch, so the work shrinks as they end; the loop stops when none is left.
 
 Shapes: B sentences, K beam size, V vocabulary, L tokens so far (bos included), S source length.
 """
@@ -72,8 +72,8 @@ def top_k(x: Tensor, k: int, chunk: int = 100) -> tuple[Tensor, Tensor]:
     the rows' tails that fill no whole chunk: each of those k chunks holds a value >= the k-th
     largest chunk maximum, and no other chunk does better. So topk runs over k chunks, not all the
     rows (for beam 4 and 8,000 tokens: 800 values instead of 32,000). Chunks lie within a row, so
-    that each value's token is its place in the chunk (a compiled step computes the maxima in the
-    pass that adds the scores, reading the row's eos mask in order).
+    that each value's token is its place in the row (a compiled step computes the maxima in the pass
+    that adds the scores, reading `candidates`' eos row in order, not gathered value by value).
     """
     (b, r, n), device = x.shape, x.device
     whole = n - n % chunk
