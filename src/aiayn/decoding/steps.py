@@ -110,7 +110,8 @@ class Step:
                *args: Tensor) -> Any:
         """`score(log_probs, *args)` after one step: what a search makes of the log-probabilities
         (B, V), such as beam search's candidates. The compiled step runs `score` inside its graph, so
-        it must be traceable: tensors in and out, no branching on their values."""
+        it must be traceable: tensors in and out, and no branching on their values while
+        `torch.compiler.is_compiling()`."""
         return score(self.log_probs(last_tokens, src, cache), *args)
 
     def fan_out(self, cache: DecoderCache, r: int) -> None:
