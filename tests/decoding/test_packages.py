@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 import zipfile
 
 import pytest
@@ -109,6 +110,23 @@ def test_an_entry_is_used_only_if_whole_and_made_for_this_model_and_machine(tmp_
     assert packages.check(tmp_path / "entry", fields).startswith("unreadable")
 
 
+class _SizeBranch(torch.nn.Module):
+    """Code that depends on a dynamic size: export narrows the size's range to the branch taken."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2 if x.size(0) <= 127 else x * 3
+
+
+def test_an_export_that_narrows_a_dynamic_size_is_refused():
+    def exported(module: torch.nn.Module) -> torch.export.ExportedProgram:
+        sizes = torch.export.Dim.DYNAMIC(min=2, max=packages.LARGEST)
+        return torch.export.export(module, (torch.ones(4),), dynamic_shapes=({0: sizes},), strict=False)
+
+    packages.check_sizes(exported(torch.nn.ReLU()))  # every size kept: no error
+    with pytest.raises(RuntimeError, match=f"from 2 to 127 only, not 2 to {packages.LARGEST}"):
+        packages.check_sizes(exported(_SizeBranch()))
+
+
 def test_cache_prune_removes_only_what_another_aiayn_or_torch_made(tmp_path, monkeypatch, capsys):
     """Entries are named by aiayn's code and torch's version too: an upgrade leaves the old ones
     behind, never used again. `aiayn cache info` marks them; `prune` removes them and nothing else."""
@@ -133,7 +151,8 @@ def fake_compiler(monkeypatch, library=b"a library"):
             package.writestr("step/data/aotinductor/model/step.so", library)
 
     monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compile_)
-    monkeypatch.setattr(torch.export, "export", lambda *args, **kwargs: None)
+    exported = types.SimpleNamespace(range_constraints={})  # every size kept
+    monkeypatch.setattr(torch.export, "export", lambda *args, **kwargs: exported)
 
 
 def test_a_process_that_loses_the_race_to_store_an_entry_uses_the_winners(tmp_path, monkeypatch):

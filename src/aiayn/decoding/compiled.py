@@ -21,11 +21,13 @@ A compiled graph is for fixed shapes. Here:
   keys and values into the cache's preallocated buffers, and attends over the filled positions
   only, as the eager step does;
 - the first step (one position) runs eagerly: a one-long dimension would be compiled apart.
-On the CPU, attention is the model's written-out reference (`model.attention_reference`, asked
-for by requesting the weights, which the graph then drops), so Inductor fuses it with the cache
-reads, where the fused kernel would be an opaque call. In beam search, a row's history stays
-where it was written: the cache traces which row holds each position (`TracedCache`) and the
-step reads through that table, so beams that change rows move no keys or values.
+Attention is the model's written-out reference (`model.attention_reference`, asked for by
+requesting the weights, which the graph then drops), so Inductor fuses it with the cache reads,
+where the fused kernel would be an opaque call; and on a GPU, PyTorch picks the fused kernel by the
+lengths (exported on CUDA, it made the graph refuse more than 127 positions or source tokens).
+In beam search, a row's history stays where it was written: the cache traces which row holds
+each position (`TracedCache`) and the step reads through that table, so beams that change rows
+move no keys or values.
 The layers are the model's own (`Decoder.forward`), so the step computes what
 `steps.next_logits` and `steps.next_log_probs` do, in another order of floating-point
 operations. The weights are read when a graph is compiled: if they change later (training goes
@@ -235,8 +237,8 @@ class _Step(nn.Module):
         if ancestors is not None:  # (B, n), (n,): where each position of each history lies
             ancestors = ancestors[:, :n], torch.arange(n, device=ancestors.device)
         slots = _Slots([_Slot(k, v, n, ancestors) for k, v in zip(keys, values, strict=True)])
-        written_out = x.device.type == "cpu"  # attention as the reference: see the module's text
-        hidden, _ = m.decoder(x, None, cross_attn, memory_mask, slots, need_weights=written_out)  # (B, 1, D)
+        # attention as the reference (asking for its weights): see the module's text
+        hidden, _ = m.decoder(x, None, cross_attn, memory_mask, slots, need_weights=True)  # (B, 1, D)
         if self.output == "logits":
             return logits_and_normaliser(m, hidden)
         scores = log_probs(m, hidden)  # (B, V)
@@ -301,10 +303,11 @@ def graphs(model: Transformer) -> list[packages.Kind]:
 def _dynamic_shapes(inputs: tuple) -> tuple:
     """The step's inputs' dynamic dimensions, for `torch.export`: rows static; positions decoded,
     cache capacity and source length dynamic (from 2 to `packages.LARGEST`); a score function's
-    inputs static."""
+    inputs static. The dynamic ones are hints, not named dimensions: export works out which are
+    equal, and keeps as checks the conditions it cannot prove for every size in the range (torch
+    2.11 cannot prove min(4 S, 16 S) = 4 S, and refuses a named dimension for it)."""
     last_tokens, table, keys, values, ancestors, cross_attn, memory_mask, *args = inputs
-    n, capacity, source = (Dim(name, min=2, max=packages.LARGEST)
-                           for name in ("positions", "capacity", "source"))
+    n = capacity = source = Dim.DYNAMIC(min=2, max=packages.LARGEST)
     shapes = (None, {0: n}, [{1: capacity}] * len(keys), [{1: capacity}] * len(values),
               None if ancestors is None else {1: capacity}, [({2: source}, {2: source})] * len(cross_attn),
               {3: source})

@@ -218,6 +218,7 @@ def build(entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple,
     tmp.mkdir(parents=True)
     try:
         exported = torch.export.export(module, inputs, dynamic_shapes=dynamic, strict=False)
+        check_sizes(exported)
         with _setting(inductor_config, "freezing", True):
             torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp / PACKAGE))
         path = _library_alone(tmp / PACKAGE) if str(fields["machine"]["device"]).startswith("cpu") \
@@ -236,6 +237,16 @@ def build(entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return kept(entry)
+
+
+def check_sizes(exported: torch.export.ExportedProgram) -> None:
+    """Refuse a step whose export narrowed a dynamic size: each must take 2 to `LARGEST` (given as
+    hints, export narrows a size when the traced code depends on it, where the step would then fail
+    on longer sentences)."""
+    for symbol, sizes in exported.range_constraints.items():
+        if sizes.lower > 2 or sizes.upper < LARGEST:
+            raise RuntimeError(f"the exported decoder step takes {symbol} from {sizes.lower} to "
+                               f"{sizes.upper} only, not 2 to {LARGEST}")
 
 
 def _library_alone(package: Path) -> Path:
