@@ -3,7 +3,7 @@ import copy
 import pytest
 import torch
 
-from aiayn.decoding import beam_search, greedy_search
+from aiayn.decoding import beam_search, greedy_search, packages
 from aiayn.decoding.compiled import CompiledStep, TracedCache, graphs, row_bucket
 from aiayn.decoding.steps import Step
 from tests.conftest import random_ids, tiny_model
@@ -118,3 +118,17 @@ def test_traced_ancestors_name_the_histories_that_reordering_would_move():
     for mine, reference in zip(traced.self_attn, copying.self_attn, strict=True):
         assert torch.equal(mine.k[where].transpose(1, 2), reference.filled()[0])
         assert torch.equal(mine.v[where].transpose(1, 2), reference.filled()[1])
+
+
+@pytest.mark.parametrize("beyond", ["one-token sources", "a cache longer than a compiled step takes"])
+def test_a_batch_beyond_the_compiled_step_searches_eagerly_with_the_models_own_histories(beyond, monkeypatch):
+    """Sizes the compiled step does not take run every step eagerly: the beams' histories must then move
+    with them (no traced table, which only the compiled step reads), or hypotheses mix up histories."""
+    model = tiny_model()
+    if beyond == "one-token sources":
+        src, limits = random_ids(3, 1), torch.tensor([12, 12, 12])
+    else:
+        monkeypatch.setattr(packages, "LARGEST", 8)  # capacity 14 > 8
+        src, limits = random_ids(3, 5), torch.tensor([12, 12, 12])
+    assert_same_beam(model, src, limits)
+    assert graphs(model) == []  # nothing compiled: every step was eager

@@ -106,9 +106,12 @@ class CompiledStep(Step):
         return run(self.model, last_tokens, src, cache, *args)
 
     def fan_out(self, cache: TracedCache, r: int) -> None:
-        """As `Step.fan_out`; from then on the beams' histories stay where they are (`TracedCache`)."""
+        """As `Step.fan_out`; from then on the beams' histories stay where they are (`TracedCache`),
+        unless the batch's sizes are beyond the compiled step (its steps then run eagerly, and the
+        model's own step reads each row's history in its row)."""
         cache.fan_out(r)
-        cache.trace_ancestors()
+        if _compiled_sizes(cache):
+            cache.trace_ancestors()
 
     def rows_to_keep(self, done: Tensor) -> Tensor | None:
         """Finished rows leave once the unfinished ones fit a smaller `row_bucket`, which finished rows
@@ -200,7 +203,7 @@ def _run(step: packages.Packages, eager: Callable, model: Transformer, last_toke
     for the first position (and for sizes beyond what the compiled step takes, `packages.LARGEST`)."""
     layers = cache.self_attn
     position, capacity = layers[0].length, layers[0].k.size(1)
-    if position == 0 or max(capacity, src.size(1)) > packages.LARGEST or src.size(1) < 2:
+    if position == 0 or not _compiled_sizes(cache):
         return eager(model, last_tokens, src, cache, *args)
     if position >= capacity:
         raise ValueError(f"the cache holds {capacity} positions; the compiled step cannot grow it")
@@ -210,6 +213,13 @@ def _run(step: packages.Packages, eager: Callable, model: Transformer, last_toke
     for kv in layers:
         kv.length += 1
     return out
+
+
+def _compiled_sizes(cache: DecoderCache) -> bool:
+    """Whether the compiled step takes a batch with this cache: its capacity and the source length
+    from 2 to `packages.LARGEST` (`_dynamic_shapes`)."""
+    capacity, source = cache.self_attn[0].k.size(1), cache.cross_attn[0][0].size(2)
+    return 2 <= source and max(capacity, source) <= packages.LARGEST
 
 
 Output = str | Score  # what a compiled step returns: "logits" (and their normaliser), "log_probs",
