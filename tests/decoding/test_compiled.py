@@ -3,7 +3,7 @@ import copy
 import pytest
 import torch
 
-from aiayn.decoding import beam_search, greedy_search, packages
+from aiayn.decoding import beam_search, compiled, greedy_search, packages
 from aiayn.decoding.compiled import CompiledStep, TracedCache, graphs, row_bucket
 from aiayn.decoding.steps import Step
 from tests.conftest import random_ids, tiny_model
@@ -11,8 +11,9 @@ from tests.conftest import random_ids, tiny_model
 pytestmark = pytest.mark.usefixtures("compiled_cache")
 
 
-def rows_compiled(model) -> list[int]:
-    return sorted(kind.rows for kind in graphs(model))
+def rows_compiled(model, first: bool = False) -> list[int]:
+    """The row counts of the model's compiled steps: the searches' first steps, or the others."""
+    return sorted(kind.rows for kind in graphs(model) if kind.first == first)
 
 
 def assert_same_greedy(model, src, limits):
@@ -32,17 +33,30 @@ def assert_same_beam(model, src, limits):
 
 def test_compiled_greedy_equals_eager_greedy_with_one_graph_per_row_bucket():
     """10 sentences run as 16 rows (six finished copies), then as 8 once no more than 8 are left: two
-    graphs, each for every step. A batch of another size, source length, output length and padding
-    reuses them; 7 sentences run as 8 rows."""
+    graphs, each for every step but the first (eager: a batch's). A batch of another size, source
+    length, output length and padding reuses them; 7 sentences run as 8 rows."""
     model = tiny_model()
     assert_same_greedy(model, random_ids(10, 7), torch.tensor([3] * 4 + [7] * 6))
-    assert rows_compiled(model) == [8, 16]
+    assert rows_compiled(model) == [8, 16] and rows_compiled(model, first=True) == []
 
     src = random_ids(12, 11, seed=1)
     src[1, 6:] = model.config.pad_id  # a padded source
     assert_same_greedy(model, src, torch.tensor([12, 4] * 6))
     assert_same_greedy(model, src[:7], torch.tensor([5] * 7))
-    assert rows_compiled(model) == [8, 16]
+    assert rows_compiled(model) == [8, 16] and rows_compiled(model, first=True) == []
+
+
+def test_a_search_of_one_or_two_sentences_compiles_its_first_step_too():
+    """A request's search: its first step, one position at 2 rows (one a sentence, topped up to 2
+    sentences), is a graph of its own, and the searches compute what the model's own steps do."""
+    model = tiny_model()
+    assert compiled.FIRST_STEP_ROWS == 2
+    assert_same_greedy(model, random_ids(2, 6, seed=6), torch.tensor([6, 4]))
+    assert_same_beam(model, random_ids(1, 8, seed=7), torch.tensor([9]))
+    firsts = [kind for kind in graphs(model) if kind.first]
+    assert sorted((kind.rows, kind.output) for kind in firsts) == \
+        [(2, "aiayn.decoding.beam.candidates"), (2, "logits")]
+    assert rows_compiled(model) == [2, 6]  # greedy's later steps at 2 rows, the beams' at 2 x 3
 
 
 def test_compiled_beam_search_equals_eager_beam_search():

@@ -20,7 +20,11 @@ A compiled graph is for fixed shapes. Here:
   the positions decoded so far from the length of the position table it is given, writes its
   keys and values into the cache's preallocated buffers, and attends over the filled positions
   only, as the eager step does;
-- the first step (one position) runs eagerly: a one-long dimension would be compiled apart.
+- a search's first step (one position) runs eagerly, but for a search of one or two sentences
+  (`FIRST_STEP_ROWS`, a request's): a graph of its own, since export cannot take a one-long
+  dimension as a dynamic one. Eagerly such a first step cost what four compiled steps do, a sixth
+  of a sentence's search alone; in batches, under 4% of their search, not worth a graph for each
+  batch size (benchmarks/RESULTS.md).
 Attention is the model's written-out reference (`model.attention_reference`, asked for by
 requesting the weights, which the graph then drops), so Inductor fuses it with the cache reads,
 where the fused kernel would be an opaque call; and on a GPU, PyTorch picks the fused kernel by the
@@ -65,6 +69,7 @@ from aiayn.model.masks import padding_mask
 LogitsFn = Callable[[Transformer, Tensor, Tensor, DecoderCache], tuple[Tensor, Tensor]]  # steps.next_logits
 LogProbsFn = Callable[[Transformer, Tensor, Tensor, DecoderCache], Tensor]  # steps.next_log_probs
 FINE_FROM = 64  # sentences from which compiled steps come in eighths of a power of two (`row_bucket`)
+FIRST_STEP_ROWS = 2  # rows up to which a search's first step is compiled too (see the module's text)
 FEWEST_SENTENCES = 2  # a compiled step runs at, at least: each row count costs a compilation of
 # seconds once, and a step at 2 sentences costs little more than at 1, but a beam search's last
 # sentences step many times at the smallest count (benchmarks/RESULTS.md)
@@ -200,10 +205,11 @@ def _then(score: Score, model: Transformer, last_tokens: Tensor, src: Tensor, ca
 def _run(step: packages.Packages, eager: Callable, model: Transformer, last_tokens: Tensor, src: Tensor,
          cache: TracedCache, *args: Tensor):
     """One step after `last_tokens` (B,), given the step's other inputs `args`: compiled, or eager
-    for the first position (and for sizes beyond what the compiled step takes, `packages.LARGEST`)."""
+    for sizes beyond what the compiled step takes (`_compiled_sizes`) and for a first step of more
+    than `FIRST_STEP_ROWS` rows."""
     layers = cache.self_attn
     position, capacity = layers[0].length, layers[0].k.size(1)
-    if position == 0 or not _compiled_sizes(cache):
+    if not _compiled_sizes(cache) or (position == 0 and len(last_tokens) > FIRST_STEP_ROWS):
         return eager(model, last_tokens, src, cache, *args)
     if position >= capacity:
         raise ValueError(f"the cache holds {capacity} positions; the compiled step cannot grow it")
@@ -311,13 +317,15 @@ def graphs(model: Transformer) -> list[packages.Kind]:
 
 
 def _dynamic_shapes(inputs: tuple) -> tuple:
-    """The step's inputs' dynamic dimensions, for `torch.export`: rows static; positions decoded,
-    cache capacity and source length dynamic (from 2 to `packages.LARGEST`); a score function's
-    inputs static. The dynamic ones are hints, not named dimensions: export works out which are
-    equal, and keeps as checks the conditions it cannot prove for every size in the range (torch
-    2.11 cannot prove min(4 S, 16 S) = 4 S, and refuses a named dimension for it)."""
+    """The step's inputs' dynamic dimensions, for `torch.export`: rows static; positions decoded
+    (static at a search's first step: one), cache capacity and source length dynamic (from 2 to
+    `packages.LARGEST`); a score function's inputs static. The dynamic ones are hints, not named
+    dimensions: export works out which are equal, and keeps as checks the conditions it cannot
+    prove for every size in the range (torch 2.11 cannot prove min(4 S, 16 S) = 4 S, and refuses a
+    named dimension for it)."""
     last_tokens, table, keys, values, ancestors, cross_attn, memory_mask, *args = inputs
-    n = capacity = source = Dim.DYNAMIC(min=2, max=packages.LARGEST)
+    capacity = source = Dim.DYNAMIC(min=2, max=packages.LARGEST)
+    n = Dim.STATIC if table.size(0) == 1 else capacity
     shapes = (None, {0: n}, [{1: capacity}] * len(keys), [{1: capacity}] * len(values),
               None if ancestors is None else {1: capacity}, [({2: source}, {2: source})] * len(cross_attn),
               {3: source})

@@ -12,7 +12,8 @@ package, for every process); a GPU's package is kept whole.
 
 An entry is a directory named by a hash of everything that changes the compiled code: the
 weights, aiayn's own code, torch's version, the CPU's kernels and features (or the GPU), and the
-step's kind (row count, what it returns, whether it reads traced histories). Beside the
+step's kind (row count, what it returns, whether it reads traced histories, whether it is a
+search's first step). Beside the
 library or package, `entry.json` holds those fields, the file's sha256 and its inode, size and
 change time when stored: a file whose status differs (written to, replaced, copied) is hashed in
 full before it is used, one untouched since is not read twice. An entry that fails any check
@@ -68,6 +69,7 @@ class Kind:
     rows: int  # B, fixed per graph
     output: str  # logits and their normaliser, log-probabilities, or a score function's (`Step.scored`)
     traced: bool  # reads beams' histories through a table (beam search), or its own rows (greedy)
+    first: bool = False  # a search's first step: one position (static), where the others take 2 or more
 
 
 class Packages:
@@ -82,7 +84,8 @@ class Packages:
         self._weights: str | None = None
 
     def __call__(self, *inputs: Any) -> Any:
-        kind = Kind(inputs[0].size(0), self.module.output_name, inputs[4] is not None)
+        tokens, table, ancestors = inputs[0], inputs[1], inputs[4]
+        kind = Kind(tokens.size(0), self.module.output_name, ancestors is not None, table.size(0) == 1)
         runner = self._runners.get(kind)
         if runner is None:
             runner = self._runners[kind] = self._load_or_build(kind, inputs)
@@ -107,7 +110,8 @@ class Packages:
             self.notice(f"aiayn: the cached decoder step {entry} is unusable ({problem}): compiling it "
                         "again")
             discard(entry)
-        self.notice(f"aiayn: compiling the decoder step for {kind.rows} rows (once per model and "
+        first = ", a search's first step" if kind.first else ""
+        self.notice(f"aiayn: compiling the decoder step for {kind.rows} rows{first} (once per model and "
                     f"machine; kept in {cache_dir()})")
         try:
             package = build(entry, fields, self.module, inputs, self.dynamic(inputs))
@@ -145,7 +149,7 @@ def entry_fields(weights: str, kind: Kind, sample: Tensor) -> dict[str, Any]:
     """Everything that changes a compiled step, as the entry records it."""
     return {"weights": weights, "code": code_digest(), "torch": torch.__version__,
             "machine": machine(sample.device), "dtype": str(sample.dtype), "rows": kind.rows,
-            "output": kind.output, "traced": kind.traced}
+            "output": kind.output, "traced": kind.traced, "first": kind.first}
 
 
 def stored(weights: str, dtype: torch.dtype, device: torch.device) -> bool:
