@@ -13,14 +13,14 @@ package, for every process); a GPU's package is kept whole.
 An entry is a directory named by a hash of everything that changes the compiled code: the
 weights, aiayn's own code, torch's version, the CPU's kernels and features (or the GPU), and the
 step's kind (row count, what it returns, whether it reads traced histories, whether it is a
-search's first step). Beside the
-library or package, `entry.json` holds those fields, the file's sha256 and its inode, size and
-change time when stored: a file whose status differs (written to, replaced, copied) is hashed in
-full before it is used, one untouched since is not read twice. An entry that fails any check
-(damaged, foreign, unloadable) is built again with a one-line notice. An entry is built in a
-temporary directory and renamed into place: two processes filling the cache at once each build a
-whole entry, the first rename wins and the other process uses it. Nothing is ever written into a
-stored entry (running processes have its library mapped); a discarded one is renamed away first.
+search's first step). Beside the library or package, `entry.json` holds those fields, the file's
+sha256 and its inode, size and change time when stored: a file whose status differs (written to,
+replaced, copied) is hashed in full before it is used, one untouched since is not read twice. An
+entry that fails any check (damaged, foreign, unloadable) is built again with a one-line notice.
+An entry is built in a temporary directory and renamed into place: two processes filling the cache
+at once each build a whole entry, the first rename wins and the other process uses it. Nothing is
+ever written into a stored entry (running processes have its library mapped); a discarded one is
+renamed away first.
 
 The cache lives in `$AIAYN_CACHE_DIR/steps`, by default `~/.cache/aiayn/steps`.
 """
