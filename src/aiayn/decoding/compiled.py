@@ -324,8 +324,9 @@ def _dynamic_shapes(inputs: tuple) -> tuple:
     prove for every size in the range (torch 2.11 cannot prove min(4 S, 16 S) = 4 S, and refuses a
     named dimension for it)."""
     last_tokens, table, keys, values, ancestors, cross_attn, memory_mask, *args = inputs
-    capacity = source = Dim.DYNAMIC(min=2, max=packages.LARGEST)
-    n = Dim.STATIC if table.size(0) == 1 else capacity
+    # One hint for every dynamic dimension: unlike a named dimension, a hint ties no two together.
+    positions = capacity = source = Dim.DYNAMIC(min=2, max=packages.LARGEST)
+    n = Dim.STATIC if table.size(0) == 1 else positions
     shapes = (None, {0: n}, [{1: capacity}] * len(keys), [{1: capacity}] * len(values),
               None if ancestors is None else {1: capacity}, [({2: source}, {2: source})] * len(cross_attn),
               {3: source})
