@@ -11,6 +11,7 @@ import aiayn
 from aiayn import checkpoint
 from aiayn.config import ConfigError
 from aiayn.data.corpora import load_corpus
+from aiayn.decoding import translator
 from aiayn.decoding.translator import translate
 from aiayn.translation import FIRST_CHUNK, load_model, load_translator, model_format
 
@@ -48,6 +49,28 @@ def test_every_format_translates_like_the_model_itself(formats, kind):
     assert [t.text for t in translator.translate(SENTENCES)] == expected
     assert translator.translate(SENTENCES)[1].text == ""
     assert translator.description.startswith("ctranslate2" if kind == "ctranslate2" else "pytorch float32")
+
+
+def test_a_model_in_training_mode_translates_without_dropout_and_is_left_in_it(trained_run, monkeypatch):
+    model, tokenizer = (loaded := load_model(trained_run)).model.eval(), loaded.tokenizer
+    config = aiayn.DecodeConfig(beam_size=2)
+    expected = [n[0].text for n in translate(model, tokenizer, SENTENCES, config, progress=False)]
+    model.train()
+    assert [n[0].text for n in translate(model, tokenizer, SENTENCES, config, progress=False)] == expected
+    assert all(m.training for m in model.modules())
+
+    def failing(model, *args):
+        assert not model.training
+        raise RuntimeError("the search failed")
+
+    monkeypatch.setattr(translator, "search", failing)
+    with pytest.raises(RuntimeError, match="search failed"):  # a failed search leaves the mode as it was
+        translate(model, tokenizer, SENTENCES, config, progress=False)
+    assert all(m.training for m in model.modules())
+    monkeypatch.undo()
+    model.eval()
+    translate(model, tokenizer, SENTENCES, config, progress=False)
+    assert not any(m.training for m in model.modules())
 
 
 @pytest.mark.parametrize("kind", ["aiayn", "marian", "ctranslate2"])

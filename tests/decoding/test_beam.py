@@ -7,7 +7,7 @@ import torch
 
 import aiayn.decoding.steps as steps_module
 from aiayn.decoding import beam_search, greedy_search, length_penalty, max_output_lengths
-from aiayn.decoding.beam import NEG_INF, beam_step, candidates, top_k
+from aiayn.decoding.beam import NEG_INF, beam_step, candidates, choose, top_k
 from tests.conftest import random_ids, tiny_model
 
 PAD, UNK, BOS, EOS, A, B = 0, 1, 2, 3, 4, 5
@@ -34,17 +34,31 @@ def test_candidates_add_each_beams_score_and_allow_only_eos_at_the_length_limit(
     only_eos = torch.full((6,), NEG_INF)
     only_eos[EOS] = 0.0
     at_limit = torch.tensor([False, True, False])
-    top, beams, tokens = candidates(log_probs, scores, at_limit, only_eos)  # (B, 2K) each
+    top, beams, tokens, *chosen = candidates(log_probs, scores, at_limit, only_eos)  # (B, 2K) each
     totals = log_probs.view(3, 2, 6) + scores[:, :, None]
     for got, want in zip((top, beams, tokens), beam_step(totals), strict=True):
         assert torch.equal(got[[0, 2]], want[[0, 2]])  # the others as beam_step finds them
     assert tokens[1, :2].tolist() == [EOS, EOS] and sorted(beams[1, :2].tolist()) == [0, 1]
     assert torch.equal(top[1, :2], totals[1, :, EOS].sort(descending=True).values)
     assert (top[1, 2:] == NEG_INF).all()  # nothing but eos may follow
+    assert [x.tolist() for x in chosen] == [x.tolist() for x in choose(top, beams, tokens, only_eos)]
 
     first = candidates(log_probs[:3], torch.tensor([[0.0, NEG_INF]] * 3), torch.zeros(3, dtype=torch.bool),
                        only_eos)  # the first step: one row per sentence, its beams equal
     assert (first[1] == 0).all() and torch.equal(first[0], log_probs[:3].topk(4, dim=1).values)
+
+
+def test_choose_finishes_eos_among_the_first_k_and_keeps_the_best_k_others():
+    only_eos = torch.full((7,), NEG_INF)
+    only_eos[EOS] = 0.0
+    scores = torch.tensor([[-1.0, -2.0, -3.0, -4.0], [NEG_INF] * 4])  # B=2, K=2: 2K candidates, best first
+    beams = torch.tensor([[0, 1, 1, 0], [0, 1, 0, 1]])
+    tokens = torch.tensor([[EOS, A, EOS, B], [EOS, A, B, 6]])
+    ended, kept, live_scores, live_beams, live_tokens = choose(scores, beams, tokens, only_eos)
+    assert ended.tolist() == [[True, False], [False, False]]  # eos in the first K, and not at -inf
+    assert kept.tolist() == [[1, 3], [1, 2]]  # the best K that do not end, in rank order
+    assert live_scores.tolist() == [[-2.0, -4.0], [NEG_INF, NEG_INF]]
+    assert live_beams.tolist() == [[1, 0], [1, 0]] and live_tokens.tolist() == [[A, B], [A, B]]
 
 
 @pytest.mark.parametrize("n", [8000, 8057])  # rows of whole chunks, and with a tail

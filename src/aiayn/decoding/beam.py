@@ -1,17 +1,18 @@
 """Beam search over a whole batch of sentences (section 6.1: beam size 4, length penalty 0.6).
 
 Every sentence keeps K live hypotheses. One step expands each by every token and keeps the 2K
-best candidates (`candidates`, `beam_step`; a compiled step finds them in its own graph).
-Candidates that end in eos and rank among the first K become finished hypotheses, scored with
-the length penalty; the best K others stay live. A sentence is done when it has K finished
-hypotheses (as in fairseq and Marian) or reaches its maximum length, where eos is forced. Done
-sentences leave the batch, so the work shrinks as they end; the loop stops when none is left.
+best candidates (`candidates`, `beam_step`). Candidates that end in eos and rank among the first
+K become finished hypotheses, scored with the length penalty; the best K others stay live
+(`choose`; a compiled step does all this in its own graph). A sentence is done when it has K
+finished hypotheses (as in fairseq and Marian) or reaches its maximum length, where eos is forced.
+Done sentences leave the batch, so the work shrinks as they end; the loop stops when none is left.
 
 Shapes: B sentences, K beam size, V vocabulary, L tokens so far (bos included), S source length.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,18 +39,39 @@ def length_penalty(length: Tensor | int, alpha: float, form: str = "gnmt") -> Te
     raise ValueError(f"unknown length penalty {form!r}; use gnmt or plain")
 
 
-def candidates(log_probs: Tensor, scores: Tensor, at_limit: Tensor, only_eos: Tensor
-               ) -> tuple[Tensor, Tensor, Tensor]:
-    """What one step offers: log-probabilities (B*R, V) of the next token of each sentence's R live
-    hypotheses (R = 1 at the first step, whose K beams are equal), their scores so far (B, K), the
-    sentences that must end now (B,) and what they add (V,: 0 for eos, -inf for every other token)
-    -> the 2K best extensions of each sentence (`beam_step`). Run by `Step.scored`: a compiled step
-    computes it in its graph, in the passes that normalise the log-probabilities."""
+@functools.lru_cache(maxsize=4096)
+def _penalty(length: int, alpha: float, form: str) -> float:
+    """`length_penalty` of one length as a number, computed once: a search divides by it every step."""
+    return float(length_penalty(length, alpha, form))
+
+
+def candidates(log_probs: Tensor, scores: Tensor, at_limit: Tensor, only_eos: Tensor) -> tuple[Tensor, ...]:
+    """What one step offers and what becomes of it: log-probabilities (B*R, V) of the next token of
+    each sentence's R live hypotheses (R = 1 at the first step, whose K beams are equal), their
+    scores so far (B, K), the sentences that must end now (B,) and what they add (V,: 0 for eos,
+    -inf for every other token) -> the 2K best extensions of each sentence (`beam_step`: scores,
+    beams, tokens, each (B, 2K)), and which of them end and which live on (`choose`: five more).
+    Run by `Step.scored`: a compiled step computes it all in its graph, in the passes that
+    normalise the log-probabilities, where eagerly it takes two dozen small operations."""
     b, v = scores.size(0), log_probs.size(-1)
     totals = log_probs.view(b, -1, v) + scores[:, :, None]  # (B, K, V): score so far + next token's
     if torch.compiler.is_compiling() or at_limit.any():  # compiled, branch-free: in the same pass
         totals = totals + torch.where(at_limit[:, None, None], only_eos, 0.0)
-    return beam_step(totals)
+    found = beam_step(totals)
+    return (*found, *choose(*found, only_eos))
+
+
+def choose(cand_scores: Tensor, cand_beams: Tensor, cand_tokens: Tensor, only_eos: Tensor
+           ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Of each sentence's 2K candidates (B, 2K each, best first): which of the first K end in eos
+    (the token `only_eos` lets through) and so are finished hypotheses (B, K); and the best K that
+    do not end, the next live hypotheses: which candidates they are, their scores, the beams they
+    extend and their tokens, each (B, K)."""
+    k = cand_scores.size(1) // 2
+    ends = only_eos[cand_tokens] == 0  # (B, 2K)
+    ended = ends[:, :k] & (cand_scores[:, :k] > NEG_INF)  # (B, K)
+    kept = ends.to(torch.uint8).argsort(dim=1, stable=True)[:, :k]  # (B, K): the others, in rank order
+    return ended, kept, cand_scores.gather(1, kept), cand_beams.gather(1, kept), cand_tokens.gather(1, kept)
 
 
 def beam_step(totals: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -127,58 +149,45 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
 
     # The encoder and the cross-attention keys and values: once per sentence, shared by its K beams.
     # The K beams start equal (bos), so the first step runs one row per sentence, then fans out.
-    src, max_lengths, cache = step.start(src, max_lengths, capacity=width)
+    src, limits, cache = step.start(src, max_lengths, capacity=width)
     b = src.size(0)
-    active = torch.arange(b, device=device)  # sentences still searching
+    active = torch.arange(b, device=device)  # sentences still searching; `limits`, `src` follow them
     scores = torch.full((b, k), NEG_INF, device=device)
     scores[:, 0] = 0.0  # expand only the first of the equal beams
     tokens = torch.full((b, k, 1), c.bos_id, dtype=torch.long, device=device)  # live, (B, K, L)
+    last = tokens[:, 0, 0]  # (B*R,): each decoder row's last token
     final = Finished(b, k, width, c.pad_id, device)
+    beam_rows = torch.arange(b, device=device)[:, None] * k  # (B, 1): each sentence's first row
 
     for position in range(width - 1):
-        b, rows_now = len(active), 1 if position == 0 else k  # decoder rows per sentence this step
-        at_limit = position >= max_lengths[active]  # (B,): max_lengths tokens made, eos must follow
-        last = tokens[:, :rows_now, -1].reshape(b * rows_now)  # (B*R,)
-        cand_scores, cand_beams, cand_tokens = step.scored(last, src, cache, candidates, scores, at_limit,
-                                                           only_eos)  # (B, 2K)
+        at_limit = limits <= position  # (B,): max_lengths tokens made, eos must follow
+        cand_scores, cand_beams, cand_tokens, ended, kept, scores, beams, new = step.scored(
+            last, src, cache, candidates, scores, at_limit, only_eos)  # (B, 2K) x 3, (B, K) x 5
 
-        # Candidates ending in eos among the first K ranks are finished.
-        parents = tokens.gather(1, cand_beams[:, :k, None].expand(-1, -1, tokens.size(2)))  # (B, K, L)
-        ended = (cand_tokens[:, :k] == c.eos_id) & (cand_scores[:, :k] > NEG_INF)
-        lp = length_penalty(position + 1, alpha, penalty)
-        final.add(active, parents, cand_scores[:, :k], ended, lp, c.eos_id)
-        scores, beams, tokens, kept = live(tokens, cand_scores, cand_beams, cand_tokens, c.eos_id)
+        # Candidates ending in eos among the first K ranks are finished; the best K others live on.
+        lp = _penalty(position + 1, alpha, penalty)
+        final.add(active, tokens, cand_beams[:, :k], cand_scores[:, :k], ended, lp, c.eos_id)
+        tokens = torch.cat([tokens.gather(1, beams[:, :, None].expand(-1, -1, tokens.size(2))),
+                            new[:, :, None]], dim=2)  # (B, K, L+1)
         if watch is not None:
-            watch(BeamStep(position, active, cand_scores, cand_beams, cand_tokens, ended, kept, float(lp)))
+            watch(BeamStep(position, active, cand_scores, cand_beams, cand_tokens, ended, kept, lp))
         if position == 0:
             step.fan_out(cache, k)  # every beam continues bos: each starts as a copy of its sentence's row
         else:
-            cache.reorder((torch.arange(b, device=device)[:, None] * k + beams).flatten())  # (B*K,)
+            cache.reorder((beam_rows + beams).flatten())  # (B*K,)
 
         done = final.full(active) | at_limit  # (B,)
         if done.all():
             break
         keep = step.rows_to_keep(done)  # (B',) or None: finished sentences leave the batch
         if keep is not None:
-            active, scores, tokens, done = active[keep], scores[keep], tokens[keep], done[keep]
-            src = src.index_select(0, keep)
+            active, limits, scores, tokens, new, done = (
+                x[keep] for x in (active, limits, scores, tokens, new, done))
+            src, beam_rows = src.index_select(0, keep), beam_rows[:len(keep)]
             cache.select(keep)
         scores.masked_fill_(done[:, None], NEG_INF)  # finished ones that stay: nothing they make is kept
+        last = new.flatten()  # (B*K,)
     return final.best(nbest, c.eos_id, c.pad_id)[:n]
-
-
-def live(tokens: Tensor, cand_scores: Tensor, cand_beams: Tensor, cand_tokens: Tensor, eos_id: int
-         ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """The best K candidates (B, 2K) that do not end in eos, as the next live hypotheses: their
-    scores and the beams they extend, each (B, K), their tokens (B, K, L+1), and which candidates
-    they are (B, K)."""
-    k = tokens.size(1)
-    rank = torch.arange(2 * k, device=tokens.device) + (cand_tokens == eos_id) * 2 * k  # (B, 2K)
-    keep = rank.argsort(dim=1)[:, :k]  # (B, K)
-    beams = cand_beams.gather(1, keep)  # (B, K)
-    tokens = torch.cat([tokens.gather(1, beams[:, :, None].expand(-1, -1, tokens.size(2))),
-                        cand_tokens.gather(1, keep)[:, :, None]], dim=2)  # (B, K, L+1)
-    return cand_scores.gather(1, keep), beams, tokens, keep
 
 
 class Finished:
@@ -190,11 +199,13 @@ class Finished:
         self.tokens = torch.full((n, k, width), pad_id, dtype=torch.long, device=device)  # bos..eos
         self.pad_id = pad_id
 
-    def add(self, sentences: Tensor, parents: Tensor, log_probs: Tensor, ended: Tensor, penalty: Tensor,
-            eos_id: int) -> None:
-        """Merge candidates (B, K) of `sentences` (B,) where `ended`; parents (B, K, L) without eos."""
+    def add(self, sentences: Tensor, tokens: Tensor, beams: Tensor, log_probs: Tensor, ended: Tensor,
+            penalty: float, eos_id: int) -> None:
+        """Merge candidates (B, K) of `sentences` (B,) where `ended`: each the live hypothesis `beams`
+        (B, K) names in `tokens` (B, K, L, without eos), ending in eos."""
         if not ended.any():
             return
+        parents = tokens.gather(1, beams[:, :, None].expand(-1, -1, tokens.size(2)))  # (B, K, L)
         b, k, length = parents.shape
         scores = torch.where(ended, log_probs / penalty, NEG_INF)  # (B, K)
         candidates = self.tokens.new_full((b, k, self.tokens.size(2)), self.pad_id)

@@ -66,8 +66,6 @@ from aiayn.decoding.steps import (
 from aiayn.model import DecoderCache, Transformer
 from aiayn.model.masks import padding_mask
 
-LogitsFn = Callable[[Transformer, Tensor, Tensor, DecoderCache], tuple[Tensor, Tensor]]  # steps.next_logits
-LogProbsFn = Callable[[Transformer, Tensor, Tensor, DecoderCache], Tensor]  # steps.next_log_probs
 FINE_FROM = 64  # sentences from which compiled steps come in eighths of a power of two (`row_bucket`)
 FIRST_STEP_ROWS = 2  # rows up to which a search's first step is compiled too (see the module's text)
 FEWEST_SENTENCES = 2  # a compiled step runs at, at least: each row count costs a compilation of
@@ -82,8 +80,8 @@ class CompiledStep(Step):
 
     def __init__(self, model: Transformer) -> None:
         super().__init__(model)
-        self._logits, self._log_probs = compiled_logits(model), compiled_log_probs(model)
-        self._scored: dict[Score, Callable] = {}
+        self._versions = _versions(model)  # the weights this search runs with
+        self._outputs: dict[Output, Callable] = {}
 
     def start(self, src: Tensor, max_lengths: Tensor, capacity: int) -> tuple[Tensor, Tensor, DecoderCache]:
         """As `Step.start`, with a cache of full capacity (the compiled step cannot grow one) that can
@@ -95,20 +93,24 @@ class CompiledStep(Step):
         return src, max_lengths, cache
 
     def logits(self, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> tuple[Tensor, Tensor]:
-        return self._logits(self.model, last_tokens, src, cache)
+        return self._run("logits", next_logits)(self.model, last_tokens, src, cache)
 
     def log_probs(self, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> Tensor:
-        return self._log_probs(self.model, last_tokens, src, cache)
+        return self._run("log_probs", next_log_probs)(self.model, last_tokens, src, cache)
 
     def scored(self, last_tokens: Tensor, src: Tensor, cache: DecoderCache, score: Score,
                *args: Tensor) -> Any:
         """As `Step.scored`, with `score` compiled into the step's graph (beam search's candidates are
         then found in the pass that normalises the scores, not in a dozen operations after it)."""
-        run = self._scored.get(score)
+        return self._run(score, functools.partial(_then, score))(self.model, last_tokens, src, cache, *args)
+
+    def _run(self, output: Output, eager: Callable) -> Callable:
+        """The step making `output`, compiled for the weights of this search (`_run` there)."""
+        run = self._outputs.get(output)
         if run is None:
-            run = self._scored[score] = functools.partial(_run, _compiled(self.model, score),
-                                                          functools.partial(_then, score))
-        return run(self.model, last_tokens, src, cache, *args)
+            step = _compiled(self.model, output, self._versions)
+            run = self._outputs[output] = functools.partial(_run, step, eager)
+        return run
 
     def fan_out(self, cache: TracedCache, r: int) -> None:
         """As `Step.fan_out`; from then on the beams' histories stay where they are (`TracedCache`),
@@ -172,17 +174,6 @@ class TracedCache(DecoderCache):
             renumber[rows] = torch.arange(len(rows), device=rows.device)
             self.ancestors = renumber[self.ancestors[rows]]
         super().select(sentences)
-
-
-def compiled_logits(model: Transformer) -> LogitsFn:
-    """`steps.next_logits`, compiled for `model`. Get it once per search: it checks whether the
-    weights changed since the last compilation."""
-    return functools.partial(_run, _compiled(model, "logits"), next_logits)
-
-
-def compiled_log_probs(model: Transformer) -> LogProbsFn:
-    """`steps.next_log_probs`, compiled for `model`; as `compiled_logits`."""
-    return functools.partial(_run, _compiled(model, "log_probs"), next_log_probs)
 
 
 def top_up(src: Tensor, max_lengths: Tensor, cache: DecoderCache) -> tuple[Tensor, Tensor]:
@@ -290,16 +281,28 @@ _steps: WeakKeyDictionary[Transformer, dict[Output, tuple[tuple[int, ...], packa
     WeakKeyDictionary()
 
 
-def _compiled(model: Transformer, output: Output) -> packages.Packages:
+def _compiled(model: Transformer, output: Output, versions: tuple[int, ...]) -> packages.Packages:
     """The model's compiled step, kept on disk (`packages`). A package holds the weights as they were
-    when it was compiled: once a weight has changed in place, the step is compiled anew (an entry of
-    its own, keyed by the new weights)."""
-    versions = tuple(p._version for p in model.parameters())
+    when it was compiled: once a weight has changed in place (its `versions`, `_versions`), the step
+    is compiled anew (an entry of its own, keyed by the new weights)."""
     steps = _steps.setdefault(model, {})
     known = steps.get(output)
     if known is None or known[0] != versions:
         known = steps[output] = (versions, packages.Packages(_Step(model, output), _dynamic_shapes))
     return known[1]
+
+
+def _versions(module: nn.Module) -> tuple[int, ...]:
+    """The version counter of every parameter (each in-place change bumps it), a shared one once per
+    module that holds it. A walk of the module tree: `module.parameters()` cost a third of a
+    millisecond per search, a search of one sentence a hundredth of its time."""
+    versions: list[int] = []
+    stack = [module]
+    while stack:
+        m = stack.pop()
+        versions.extend(p._version for p in m._parameters.values() if p is not None)
+        stack.extend(child for child in m._modules.values() if child is not None)
+    return tuple(versions)
 
 
 def compiled_before(model: Transformer) -> bool:

@@ -74,7 +74,17 @@ def translate_ids(model: Transformer, tokenizer: Tokenizer, ids: list[list[int]]
                   progress: bool = True) -> list[list[Translation]]:
     """The same, for sentences already tokenised (without eos)."""
     was_training = model.training
-    model.eval()
+    if was_training:  # switching a model's mode walks all its modules: a millisecond a request
+        model.eval()
+    try:
+        return _translate_ids(model, tokenizer, ids, config, progress)
+    finally:
+        if was_training:
+            model.train()
+
+
+def _translate_ids(model: Transformer, tokenizer: Tokenizer, ids: list[list[int]], config: DecodeConfig,
+                   progress: bool) -> list[list[Translation]]:
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(config.seed)
     results: list[list[Translation]] = [[Translation("", 0.0, 0.0, [])] for _ in ids]
@@ -86,7 +96,6 @@ def translate_ids(model: Transformer, tokenizer: Tokenizer, ids: list[list[int]]
                 results[i] = [Translation(tokenizer.decode(h.tokens), h.score, h.log_prob, h.tokens)
                               for h in hyps]
             bar.update(len(batch))
-    model.train(was_training)
     return results
 
 
