@@ -46,6 +46,22 @@ def test_compiled_greedy_equals_eager_greedy_with_one_graph_per_row_bucket():
     assert rows_compiled(model) == [8, 16] and rows_compiled(model, first=True) == []
 
 
+def test_sampling_with_a_seed_draws_the_same_tokens_compiled_as_eagerly():
+    """Only the rows still decoding draw, so the random numbers fall alike whichever rows a step runs:
+    10 sentences as 16 rows compiled (six copies topping the batch up), then 8; as 10 eagerly, the
+    finished ones leaving later (the greedy test's graphs)."""
+    model = tiny_model()
+    src, limits = random_ids(10, 7), torch.tensor([3] * 4 + [7] * 6)
+
+    def sampled(step=None, top_k=0):
+        generator = torch.Generator().manual_seed(5)
+        return [h.tokens for h in greedy_search(model, src, limits, 1.0, top_k, generator, step)]
+
+    assert sampled(CompiledStep(model)) == sampled()
+    assert sampled(CompiledStep(model), top_k=3) == sampled(top_k=3)
+    assert rows_compiled(model) == [8, 16]
+
+
 def test_a_search_of_one_or_two_sentences_compiles_its_first_step_too():
     """A request's search: its first step, one position at 2 rows (one a sentence, topped up to 2
     sentences), is a graph of its own, and the search computes what the model's own steps do."""
