@@ -93,22 +93,25 @@ class CompiledStep(Step):
         return src, max_lengths, cache
 
     def logits(self, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> tuple[Tensor, Tensor]:
-        return self._run("logits", next_logits)(self.model, last_tokens, src, cache)
+        return self._run("logits")(self.model, last_tokens, src, cache)
 
     def log_probs(self, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> Tensor:
-        return self._run("log_probs", next_log_probs)(self.model, last_tokens, src, cache)
+        return self._run("log_probs")(self.model, last_tokens, src, cache)
 
     def scored(self, last_tokens: Tensor, src: Tensor, cache: DecoderCache, score: Score,
                *args: Tensor) -> Any:
         """As `Step.scored`, with `score` compiled into the step's graph (beam search's candidates are
         then found in the pass that normalises the scores, not in a dozen operations after it)."""
-        return self._run(score, functools.partial(_then, score))(self.model, last_tokens, src, cache, *args)
+        return self._run(score)(self.model, last_tokens, src, cache, *args)
 
-    def _run(self, output: Output, eager: Callable) -> Callable:
-        """The step making `output`, compiled for the weights of this search (`_run` there)."""
+    def _run(self, output: Output) -> Callable:
+        """The step making `output`, compiled for the weights of this search, with its eager twin for
+        the steps the graph does not take (`_run` there); made once per search and output."""
         run = self._outputs.get(output)
         if run is None:
             step = _compiled(self.model, output, self._versions)
+            eager = {"logits": next_logits, "log_probs": next_log_probs}.get(output) or \
+                functools.partial(_then, output)
             run = self._outputs[output] = functools.partial(_run, step, eager)
         return run
 

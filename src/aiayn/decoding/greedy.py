@@ -37,8 +37,8 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
         logits, normaliser = step.logits(tokens, src, cache)  # (B', V), (B', 1)
         if temperature > 0:  # only the rows still decoding draw, in order: a row's sample depends
             # neither on finished rows beside it nor on the copies that top a compiled step's batch up
-            tokens = torch.full_like(active, c.pad_id)  # (B',)
-            tokens[~done] = sample(logits[~done], temperature, top_k, generator)
+            tokens, decoding = torch.full_like(active, c.pad_id), ~done  # (B',) each
+            tokens[decoding] = sample(logits[decoding], temperature, top_k, generator)
             chosen = logits.gather(1, tokens[:, None])  # (B', 1)
         else:
             chosen, tokens = logits.max(dim=-1, keepdim=True)  # (B', 1)
