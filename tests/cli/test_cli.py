@@ -189,6 +189,8 @@ def test_translate_compiled_gives_the_translations_of_eager_search(trained_run, 
 
 def test_translate_int8_compiled_gives_the_float_translations_of_a_confident_model(
         trained_run, compiled_cache, capsys):
+    """Greedy search of an int8 model compiled: its first step and the later ones, at 2 rows (beam
+    search of an int8 model compiled: tests/test_inference.py)."""
     sentences = ["a b c", "d e f g h i"]
     assert main(["translate", str(trained_run), *sentences, "--beam-size", "1", "--int8", "--compile"]) == 0
     int8 = capsys.readouterr().out

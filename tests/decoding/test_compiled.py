@@ -6,7 +6,7 @@ import torch
 from aiayn.decoding import beam_search, compiled, greedy_search, packages
 from aiayn.decoding.compiled import CompiledStep, TracedCache, graphs, row_bucket
 from aiayn.decoding.steps import Step
-from tests.conftest import random_ids, tiny_model
+from tests.conftest import one_layer_model, random_ids, tiny_model
 
 pytestmark = pytest.mark.usefixtures("compiled_cache")
 
@@ -35,7 +35,7 @@ def test_compiled_greedy_equals_eager_greedy_with_one_graph_per_row_bucket():
     """10 sentences run as 16 rows (six finished copies), then as 8 once no more than 8 are left: two
     graphs, each for every step but the first (eager: a batch's). A batch of another size, source
     length, output length and padding reuses them; 7 sentences run as 8 rows."""
-    model = tiny_model()
+    model = one_layer_model()
     assert_same_greedy(model, random_ids(10, 7), torch.tensor([3] * 4 + [7] * 6))
     assert rows_compiled(model) == [8, 16] and rows_compiled(model, first=True) == []
 
@@ -50,7 +50,7 @@ def test_sampling_with_a_seed_draws_the_same_tokens_compiled_as_eagerly():
     """Only the rows still decoding draw, so the random numbers fall alike whichever rows a step runs:
     10 sentences as 16 rows compiled (six copies topping the batch up), then 8; as 10 eagerly, the
     finished ones leaving later (the greedy test's graphs)."""
-    model = tiny_model()
+    model = one_layer_model()
     src, limits = random_ids(10, 7), torch.tensor([3] * 4 + [7] * 6)
 
     def sampled(step=None, top_k=0):
@@ -65,7 +65,7 @@ def test_sampling_with_a_seed_draws_the_same_tokens_compiled_as_eagerly():
 def test_a_search_of_one_or_two_sentences_compiles_its_first_step_too():
     """A request's search: its first step, one position at 2 rows (one a sentence, topped up to 2
     sentences), is a graph of its own, and the search computes what the model's own steps do."""
-    model = tiny_model()
+    model = one_layer_model()
     assert compiled.FIRST_STEP_ROWS == 2
     assert_same_beam(model, random_ids(1, 8, seed=7), torch.tensor([9]))
     assert [(kind.rows, kind.output) for kind in graphs(model) if kind.first] == \
@@ -92,7 +92,7 @@ def test_compiled_beam_search_equals_eager_beam_search():
 def test_compiled_beam_search_equals_eager_beam_search_with_relative_positions():
     """The compiled step adds the relative position embeddings as the model's own layers do: the
     same beam outputs without absolute positions, a padded source included."""
-    model = tiny_model(relative_positions=4, positional="none")
+    model = one_layer_model(relative_positions=4, positional="none")
     src = random_ids(6, 9, seed=2)
     src[1, 5:] = model.config.pad_id
     assert_same_beam(model, src, torch.tensor([9, 12, 12, 12, 12, 12]))  # beams of 8 sentences

@@ -21,7 +21,7 @@ from aiayn.decoding import compiled, greedy_search, packages
 from aiayn.decoding.compiled import CompiledStep
 from aiayn.inference import packing_available
 from aiayn.translation import load_translator
-from tests.conftest import HANG_S, random_ids, tiny_model
+from tests.conftest import HANG_S, one_layer_model, random_ids
 
 SRC, LIMITS = random_ids(2, 6, seed=5), torch.tensor([5, 7])  # one step: 2 rows
 
@@ -56,7 +56,7 @@ def only_entry():
 
 
 def test_a_step_is_compiled_once_loaded_after_rebuilt_when_damaged_and_anew_for_new_weights(cache, capsys):
-    model = tiny_model()
+    model = one_layer_model()
     eager = [h.tokens for h in greedy_search(model, SRC, LIMITS)]
     assert outputs(model) == eager
     assert len(cache) == 1 and "compiling the decoder step for 2 rows" in capsys.readouterr().err
@@ -203,7 +203,7 @@ def test_a_cache_that_cannot_be_written_is_said_and_the_step_still_compiles(tmp_
         return made[-1]
 
     monkeypatch.setattr(tempfile, "mkdtemp", recorded)
-    model = tiny_model()
+    model = one_layer_model()
     assert outputs(model) == [h.tokens for h in greedy_search(model, SRC, LIMITS)]
     assert "cannot keep the compiled step" in capsys.readouterr().err
     scratch = [path for path in made if "aiayn-step-" in path]
