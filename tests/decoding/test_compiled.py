@@ -1,4 +1,6 @@
 import copy
+import json
+import shutil
 
 import pytest
 import torch
@@ -60,6 +62,53 @@ def test_sampling_with_a_seed_draws_the_same_tokens_compiled_as_eagerly():
     assert sampled(CompiledStep(model)) == sampled()
     assert sampled(CompiledStep(model), top_k=3) == sampled(top_k=3)
     assert rows_compiled(model) == [8, 16]
+
+
+def address(t: torch.Tensor) -> int:
+    return torch.ops.mkldnn.data_ptr(t) if t.is_mkldnn else t.data_ptr()
+
+
+def share_weights(first: packages.Runner, second: packages.Runner) -> bool:
+    """Whether two loaded steps compute with the same tensors in memory, every one of them."""
+    mine, theirs = first.constants(), second.constants()
+    assert mine.keys() == theirs.keys()
+    shared = [address(mine[name]) == address(theirs[name]) for name in mine]
+    assert all(shared) or not any(shared)
+    return all(shared)
+
+
+def test_the_steps_of_a_model_keep_one_copy_of_its_weights(tmp_path, monkeypatch):
+    """A step's library holds the model's weights, which loading copies into memory. A model's next
+    step uses the first one's weights instead where its entry's digests (name, layout, values) say
+    they are the same, and frees its own copy; otherwise it keeps its own. The greedy test's graphs:
+    16 rows, then 8."""
+    model, src, limits = one_layer_model(), random_ids(10, 7), torch.tensor([3] * 4 + [7] * 6)
+    assert_same_greedy(model, src, limits)
+    ((_, step),) = compiled._steps[model].values()
+    first, second = step.runners()
+    wanted = {"weights": packages.weights_digest(step.module), "output": step.kinds()[0].output}
+    entries = {recorded["fields"]["rows"]: (path, recorded["constants"])
+               for path, recorded, _ in packages.entries()
+               if all(recorded["fields"][key] == value for key, value in wanted.items())}
+    (_, sixteen), (entry, eight) = entries[16], entries[8]
+    plain = [name for name, t in first.constants().items() if not t.is_mkldnn]  # biases, norms
+    assert plain and all(sixteen[name] == eight[name] for name in plain)
+    # oneDNN lays its packed weights out alike for both row counts on the CPU measured (AMD EPYC,
+    # AVX-512); where it would not, the steps keep a copy each.
+    assert share_weights(first, second) == (sixteen == eight)
+
+    # In another process, the 8-row step's entry says one of its weights differs: it keeps its own.
+    shutil.copytree(packages.cache_dir(), tmp_path / "steps")
+    monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path))
+    entry = tmp_path / "steps" / entry.name
+    recorded = json.loads((entry / packages.ENTRY).read_text())
+    name = next(iter(recorded["constants"]))
+    recorded["constants"][name] = "0" * 64
+    (entry / packages.ENTRY).write_text(json.dumps(recorded))
+    model = copy.deepcopy(model)  # a model this process has not loaded steps for
+    assert_same_greedy(model, src, limits)
+    ((_, step),) = compiled._steps[model].values()
+    assert len(step.runners()) == 2 and not share_weights(*step.runners())
 
 
 def test_a_search_of_one_or_two_sentences_compiles_its_first_step_too():

@@ -8,7 +8,9 @@ the step is exported (`torch.export`, with the positions decoded, the cache capa
 source length as dynamic dimensions) and compiled ahead of time by AOTInductor, with the same
 freezing, into a package: a shared library with the weights inside. On the CPU the entry keeps
 that library alone and loads it where it lies (the package's loader would first copy it out of the
-package, for every process); a GPU's package is kept whole.
+package, for every process); a GPU's package is kept whole. Each library holds a copy of the weights
+(as freezing laid them out), which loading copies into memory: the steps of one model then keep one
+copy, the first step's, wherever the entry's digests of another's weights are the same.
 
 An entry is a directory named by a hash of everything that changes the compiled code: the
 weights, aiayn's own code, torch's version, the CPU's kernels and features (or the GPU), and the
@@ -80,8 +82,9 @@ class Packages:
                  notice: Callable[[str], None] | None = None) -> None:
         self.module, self.dynamic = module, dynamic  # dynamic: inputs -> torch.export dynamic_shapes
         self.notice = notice or _notice
-        self._runners: dict[Kind, Callable] = {}
+        self._runners: dict[Kind, Runner] = {}
         self._weights: str | None = None
+        self._constants: dict[str, tuple[str, Tensor]] = {}  # name -> (digest, tensor) of steps loaded
 
     def __call__(self, *inputs: Any) -> Any:
         tokens, table, ancestors = inputs[0], inputs[1], inputs[4]
@@ -95,7 +98,11 @@ class Packages:
         """The steps loaded (or built) so far."""
         return list(self._runners)
 
-    def _load_or_build(self, kind: Kind, inputs: tuple) -> Callable:
+    def runners(self) -> list[Runner]:
+        """The steps loaded (or built) so far, in that order."""
+        return list(self._runners.values())
+
+    def _load_or_build(self, kind: Kind, inputs: tuple) -> Runner:
         if self._weights is None:
             self._weights = weights_digest(self.module)
         fields = entry_fields(self._weights, kind, inputs[1])
@@ -103,7 +110,7 @@ class Packages:
         problem = check(entry, fields)
         if problem is None:
             try:
-                return Runner(kept(entry), inputs[1].device)
+                return self._share(Runner(kept(entry), inputs[1].device), entry)
             except Exception as e:  # a package that passed the checks but does not load here
                 problem = f"it does not load ({type(e).__name__})"
         if problem != "absent":
@@ -120,11 +127,27 @@ class Packages:
                         "this process only")
             scratch = Path(tempfile.mkdtemp(prefix="aiayn-step-"))
             try:  # a loaded package no longer needs its file
-                return Runner(build(scratch / entry.name, fields, self.module, inputs, self.dynamic(inputs)),
-                              inputs[1].device)
+                path = build(scratch / entry.name, fields, self.module, inputs, self.dynamic(inputs))
+                return self._share(Runner(path, inputs[1].device), path.parent)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
-        return Runner(package, inputs[1].device)
+        return self._share(Runner(package, inputs[1].device), package.parent)
+
+    def _share(self, runner: Runner, entry: Path) -> Runner:
+        """Each step holds a copy of the model's weights (the quickstart model's ten: 290 MB). A step
+        whose every weight a step loaded before holds (the entry's digests: name, layout and values
+        the same) uses those and frees its own copy; otherwise later steps may use its weights."""
+        recorded = json.loads((entry / ENTRY).read_text()).get("constants")
+        if not isinstance(recorded, dict) or not recorded or runner.container is None:
+            return runner
+        if all(self._constants.get(name, ("",))[0] == digest for name, digest in recorded.items()):
+            with contextlib.suppress(RuntimeError):  # if refused, it keeps its own
+                runner.use_constants({name: self._constants[name][1] for name in recorded})
+        else:
+            own = runner.constants()
+            for name, digest in recorded.items():
+                self._constants.setdefault(name, (digest, own[name]))  # alive as long as `runner`
+        return runner
 
 
 class Runner:
@@ -133,8 +156,10 @@ class Runner:
     here, which the entry's fields do already, and parse the package's call spec at every call.)"""
 
     def __init__(self, path: Path, device: torch.device) -> None:
+        self.container = None  # a CPU library's, whose weights can be read and replaced
         if path.suffix == ".so":
-            self.run = torch._C._aoti.AOTIModelContainerRunnerCpu(str(path), 1).run
+            self.container = torch._C._aoti.AOTIModelContainerRunnerCpu(str(path), 1)
+            self.run = self.container.run
         else:
             index = (device.index or 0) if device.type == "cuda" else -1
             self.run = torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, index).boxed_run
@@ -142,6 +167,39 @@ class Runner:
     def __call__(self, *inputs: Any) -> Tensor | tuple[Tensor, ...]:
         out = self.run(_tensors(inputs, []))
         return out[0] if len(out) == 1 else tuple(out)
+
+    def constants(self) -> dict[str, Tensor]:
+        """The step's weights (the model's and those freezing made), by name: views of its buffer,
+        which live only as long as the runner."""
+        return self.container.extract_constants_map(False)
+
+    def use_constants(self, tensors: dict[str, Tensor]) -> None:
+        """Use `tensors` (all of `constants()`'s names; the caller keeps them alive) as the step's
+        weights, and free its own copy."""
+        names = self.container.get_constant_names_to_original_fqns()  # name in the library -> name
+        self.container.update_constant_buffer({inner: tensors[name] for inner, name in names.items()},
+                                              True, True, True)  # the spare buffer, all names, not copied
+        self.container.swap_constant_buffer()
+        self.container.free_inactive_constant_buffer()
+
+
+def constant_digests(library: Path) -> dict[str, str]:
+    """A digest of each weight in a CPU step's library: its name's tensor's dtype, shape, layout
+    (oneDNN's packed format included) and values. Empty if one cannot be read."""
+    digests, runner = {}, Runner(library, torch.device("cpu"))  # alive while its weights are read
+    try:
+        for name, t in runner.constants().items():
+            h = hashlib.sha256(f"{t.dtype} {tuple(t.shape)} {t.layout}".encode())
+            if t.is_mkldnn:
+                h.update(torch.ops.mkldnn._get_mkldnn_serialized_md(t).numpy().tobytes())
+                t = t.to_dense()
+            else:
+                h.update(f"{t.stride()}".encode())
+            h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+            digests[name] = h.hexdigest()
+    except (RuntimeError, TypeError):
+        return {}
+    return digests
 
 
 def _tensors(inputs: Any, flat: list[Tensor]) -> list[Tensor]:
@@ -239,7 +297,9 @@ def build(entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple,
             torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp / PACKAGE))
         path = _library_alone(tmp / PACKAGE) if str(fields["machine"]["device"]).startswith("cpu") \
             else tmp / PACKAGE
+        constants = constant_digests(path) if path.suffix == ".so" else {}
         record = {"fields": fields, "file": path.name, "sha256": sha256(path), "status": status(path),
+                  "constants": constants,
                   "seconds": round(time.perf_counter() - started, 1),
                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         (tmp / ENTRY).write_text(json.dumps(record, indent=1) + "\n")
