@@ -29,10 +29,13 @@ The cache lives in `$AIAYN_CACHE_DIR/steps`, by default `~/.cache/aiayn/steps`.
 
 from __future__ import annotations
 
+import _ctypes
 import contextlib
+import ctypes
 import functools
 import hashlib
 import json
+import mmap
 import os
 import platform
 import shutil
@@ -160,6 +163,7 @@ class Runner:
         if path.suffix == ".so":
             self.container = torch._C._aoti.AOTIModelContainerRunnerCpu(str(path), 1)
             self.run = self.container.run
+            _forget_library_weights(path)
         else:
             index = (device.index or 0) if device.type == "cuda" else -1
             self.run = torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, index).boxed_run
@@ -183,11 +187,38 @@ class Runner:
         self.container.free_inactive_constant_buffer()
 
 
+def _forget_library_weights(library: Path) -> None:
+    """Loading a library copied its weights out of it: take the pages they were read from (29 MB for
+    the quickstart model) out of the process's memory. Never read again, they would stay counted
+    until the kernel needs the memory; if read, they come back from the file. Linux only."""
+    if sys.platform != "linux":
+        return
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        loaded = ctypes.CDLL(str(library))  # the library the runner loaded, not a second copy
+        try:
+            start, end = (ctypes.addressof(ctypes.c_char.in_dll(loaded, f"_binary_constants_bin_{edge}"))
+                          for edge in ("start", "end"))
+        finally:
+            _ctypes.dlclose(loaded._handle)
+        page = mmap.PAGESIZE
+        first, last = -(-start // page) * page, end // page * page  # whole pages inside only
+        if last > first:
+            _libc().madvise(first, last - first, mmap.MADV_DONTNEED)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    return libc
+
+
 def constant_digests(library: Path) -> dict[str, str]:
     """A digest of each weight in a CPU step's library: its name's tensor's dtype, shape, layout
     (oneDNN's packed format included) and values. Empty if one cannot be read."""
-    digests, runner = {}, Runner(library, torch.device("cpu"))  # alive while its weights are read
+    digests = {}
     try:
+        runner = Runner(library, torch.device("cpu"))  # alive while its weights are read
         for name, t in runner.constants().items():
             h = hashlib.sha256(f"{t.dtype} {tuple(t.shape)} {t.layout}".encode())
             if t.is_mkldnn:
