@@ -140,14 +140,15 @@ class Packages:
         """Each step holds a copy of the model's weights (the quickstart model's ten: 290 MB). A step
         whose every weight a step loaded before holds (the entry's digests: name, layout and values
         the same) uses those and frees its own copy; otherwise later steps may use its weights."""
-        recorded = json.loads((entry / ENTRY).read_text()).get("constants")
-        if not isinstance(recorded, dict) or not recorded or runner.container is None:
+        if runner.container is None:  # a package (GPU): its weights stay its own
+            return runner
+        recorded, own = json.loads((entry / ENTRY).read_text()).get("constants"), runner.constants()
+        if not isinstance(recorded, dict) or not recorded or recorded.keys() != own.keys():
             return runner
         if all(self._constants.get(name, ("",))[0] == digest for name, digest in recorded.items()):
             with contextlib.suppress(RuntimeError):  # if refused, it keeps its own
                 runner.use_constants({name: self._constants[name][1] for name in recorded})
         else:
-            own = runner.constants()
             for name, digest in recorded.items():
                 self._constants.setdefault(name, (digest, own[name]))  # alive as long as `runner`
         return runner
