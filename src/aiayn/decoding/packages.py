@@ -195,7 +195,7 @@ def _forget_library_weights(library: Path) -> None:
     if sys.platform != "linux":
         return
     with contextlib.suppress(OSError, ValueError, AttributeError):
-        loaded = ctypes.CDLL(str(library))  # the library the runner loaded, not a second copy
+        loaded = ctypes.CDLL(str(library), os.RTLD_NOLOAD | os.RTLD_LAZY)  # the runner's, never a copy
         try:
             start, end = (ctypes.addressof(ctypes.c_char.in_dll(loaded, f"_binary_constants_bin_{edge}"))
                           for edge in ("start", "end"))
