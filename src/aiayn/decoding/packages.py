@@ -113,7 +113,7 @@ class Packages:
         problem = check(entry, fields)
         if problem is None:
             try:
-                return self._share(Runner(kept(entry), inputs[1].device), entry)
+                return self._load(entry, inputs[1].device)
             except Exception as e:  # a package that passed the checks but does not load here
                 problem = f"it does not load ({type(e).__name__})"
         if problem != "absent":
@@ -124,25 +124,30 @@ class Packages:
         self.notice(f"aiayn: compiling the decoder step for {kind.rows} rows{first} (once per model and "
                     f"machine; kept in {cache_dir()})")
         try:
-            package = build(entry, fields, self.module, inputs, self.dynamic(inputs))
+            build(entry, fields, self.module, inputs, self.dynamic(inputs))
         except OSError as e:  # the cache cannot be written: compile for this process only
             self.notice(f"aiayn: cannot keep the compiled step in {cache_dir()} ({e}); compiling it for "
                         "this process only")
             scratch = Path(tempfile.mkdtemp(prefix="aiayn-step-"))
             try:  # a loaded package no longer needs its file
-                path = build(scratch / entry.name, fields, self.module, inputs, self.dynamic(inputs))
-                return self._share(Runner(path, inputs[1].device), path.parent)
+                build(scratch / entry.name, fields, self.module, inputs, self.dynamic(inputs))
+                return self._load(scratch / entry.name, inputs[1].device)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
-        return self._share(Runner(package, inputs[1].device), package.parent)
+        return self._load(entry, inputs[1].device)
 
-    def _share(self, runner: Runner, entry: Path) -> Runner:
+    def _load(self, entry: Path, device: torch.device) -> Runner:
+        """The entry's step, loaded, sharing weights with the steps loaded before (`_share`)."""
+        recorded = json.loads((entry / ENTRY).read_text())
+        return self._share(Runner(kept(entry, recorded), device), recorded.get("constants"))
+
+    def _share(self, runner: Runner, recorded: Any) -> Runner:
         """Each step holds a copy of the model's weights (the quickstart model's ten: 290 MB). A step
         whose every weight a step loaded before holds (the entry's digests: name, layout and values
         the same) uses those and frees its own copy; otherwise later steps may use its weights."""
         if runner.container is None:  # a package (GPU): its weights stay its own
             return runner
-        recorded, own = json.loads((entry / ENTRY).read_text()).get("constants"), runner.constants()
+        own = runner.constants()  # `recorded`: the entry's digests of them
         if not isinstance(recorded, dict) or not recorded or recorded.keys() != own.keys():
             return runner
         if all(self._constants.get(name, ("",))[0] == digest for name, digest in recorded.items()):
