@@ -18,6 +18,20 @@ HANG_S = float(os.environ.get("AIAYN_TEST_HANG_S", 600))
 # The C++ that calls a compiled step's kernels is built unoptimised in the tests (this process and the
 # commands they start): 2.5 s less per step compiled; the kernels themselves are built as for users.
 os.environ.setdefault("AOT_INDUCTOR_COMPILE_WRAPPER_OPT_LEVEL", "O0")
+CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+MOST_WORKERS = 4  # `-n auto` (pyproject's addopts): each worker trains the session's models again
+# The suite runs in pytest-xdist workers that share the CPUs: each worker, and the commands its tests
+# start, computes with its share of them. With every worker using all of them, idle OpenMP threads
+# spinning for the CPU that another process's threads need made the suite slower than one process.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, CPUS // WORKERS)))
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """How many workers `-n auto` starts: one per CPU, `MOST_WORKERS` at most."""
+    return max(1, min(MOST_WORKERS, CPUS))
 
 
 @contextmanager
@@ -60,6 +74,12 @@ def step_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def _compiled_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One directory for all the workers of a run (the cache is safe for processes filling it at once):
+    a step one worker compiled, the others load."""
+    if WORKERS > 1:  # each worker's base directory lies in the run's
+        path = tmp_path_factory.getbasetemp().parent / "aiayn-compiled"
+        path.mkdir(exist_ok=True)
+        return path
     return tmp_path_factory.mktemp("aiayn-compiled")
 
 

@@ -98,7 +98,7 @@ def test_the_steps_of_a_model_keep_one_copy_of_its_weights(tmp_path, monkeypatch
     assert share_weights(first, second) == (sixteen == eight)
 
     # In another process, the 8-row step's entry says one of its weights differs: it keeps its own.
-    shutil.copytree(packages.cache_dir(), tmp_path / "steps")
+    shutil.copytree(packages.cache_dir(), tmp_path / "steps", ignore=shutil.ignore_patterns(".*"))
     monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path))
     entry = tmp_path / "steps" / entry.name
     recorded = json.loads((entry / packages.ENTRY).read_text())

@@ -31,7 +31,8 @@ def test_greedy_output_equals_aiayn_token_for_token_on_200_sentences(which, requ
     model, tokenizer, sources = request.getfixturevalue(which)
     exported = export(model, tokenizer, tmp_path / "ct2")
     lines = sources[:200]
-    theirs = CTranslate2Translator(exported, threads=2).translate(
+    # as many threads as aiayn: the test worker's share of the CPUs (tests/conftest.py)
+    theirs = CTranslate2Translator(exported, threads=torch.get_num_threads()).translate(
         tokenizer.encode(lines), DecodeConfig(beam_size=1, max_output_len=CAP))
     src = source_ids(tokenizer, lines)
     mine = greedy_search(model, src, max_output_lengths(src, tokenizer.pad_id, fixed=CAP))
