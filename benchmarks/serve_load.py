@@ -44,7 +44,8 @@ def main() -> None:
     p.add_argument("--model", default="runs/quickstart", help="the model to serve (default: runs/quickstart)")
     p.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 128])
     p.add_argument("--requests", type=int, default=512, help="requests per level (default: 512)")
-    p.add_argument("--threads", type=int, default=2, help="the server's torch threads (default: 2)")
+    p.add_argument("--threads", type=int, default=torch.get_num_threads(),
+                   help="the server's torch threads (default: torch's, the CPUs or OMP_NUM_THREADS)")
     p.add_argument("--soak-minutes", type=float, default=0, help="soak at 32 clients (default: none)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
