@@ -122,6 +122,26 @@ def test_a_search_of_one_or_two_sentences_compiles_its_first_step_too():
     assert rows_compiled(model) == [6]  # the later steps: 2 sentences x 3 beams
 
 
+def test_a_models_greedy_and_beam_search_steps_keep_one_copy_of_its_weights():
+    """The steps of greedy decoding and of beam search of one model's weights share their weights too
+    (where their entries' digests say they are the same), and loading them again for changed weights
+    does not: the graphs of the greedy test and of the one-sentence beam test, compiled already."""
+    model = one_layer_model()
+    assert_same_greedy(model, random_ids(10, 7), torch.tensor([3] * 4 + [7] * 6))
+    assert_same_beam(model, random_ids(1, 8, seed=7), torch.tensor([9]))
+    (_, greedy), (_, beam) = compiled._steps[model].values()
+    assert greedy.weights is beam.weights
+    same = [recorded["constants"] for _, recorded, _ in packages.entries()
+            if recorded["fields"]["weights"] == packages.weights_digest(greedy.module)]
+    assert share_weights(greedy.runners()[0], beam.runners()[-1]) == all(c == same[0] for c in same)
+
+    with torch.no_grad():
+        next(model.parameters()).add_(0.0)  # a change in place: new weights, as far as the steps know
+    versions = compiled._versions(model)
+    again = compiled._compiled(model, "logits", versions)
+    assert again is not greedy and again.weights is not beam.weights
+
+
 def test_compiled_beam_search_equals_eager_beam_search():
     """Beam 3 with its 3-best lists: 9 sentences run as 16 (48 rows), then as 8 (24 rows) once at
     most 8 are left; a second batch of 12 sentences reuses both graphs. The graphs find the beams'

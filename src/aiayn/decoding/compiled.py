@@ -291,7 +291,11 @@ def _compiled(model: Transformer, output: Output, versions: tuple[int, ...]) -> 
     steps = _steps.setdefault(model, {})
     known = steps.get(output)
     if known is None or known[0] != versions:
-        known = steps[output] = (versions, packages.Packages(_Step(model, output), _dynamic_shapes))
+        # The steps of one model's weights (greedy's and beam search's alike) share one table of
+        # the weights loaded, so that they keep one copy of them between them (`Packages._share`).
+        weights = next((step.weights for v, step in steps.values() if v == versions), None)
+        known = steps[output] = (versions, packages.Packages(_Step(model, output), _dynamic_shapes,
+                                                             weights=weights))
     return known[1]
 
 

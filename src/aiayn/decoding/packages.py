@@ -82,12 +82,15 @@ class Packages:
     loaded from the cache, or exported, compiled and stored there first. Call it as the module."""
 
     def __init__(self, module: nn.Module, dynamic: Callable[[tuple], tuple],
-                 notice: Callable[[str], None] | None = None) -> None:
+                 notice: Callable[[str], None] | None = None,
+                 weights: dict[str, tuple[str, Tensor, Runner]] | None = None) -> None:
+        """`weights`: the table of the weights loaded (`self.weights`) of other Packages of the same
+        model and weights, to share theirs."""
         self.module, self.dynamic = module, dynamic  # dynamic: inputs -> torch.export dynamic_shapes
         self.notice = notice or _notice
         self._runners: dict[Kind, Runner] = {}
         self._weights: str | None = None
-        self._constants: dict[str, tuple[str, Tensor]] = {}  # name -> (digest, tensor) of steps loaded
+        self.weights = {} if weights is None else weights  # name -> (digest, tensor, its step) loaded
 
     def __call__(self, *inputs: Any) -> Any:
         tokens, table, ancestors = inputs[0], inputs[1], inputs[4]
@@ -143,19 +146,20 @@ class Packages:
 
     def _share(self, runner: Runner, recorded: Any) -> Runner:
         """Each step holds a copy of the model's weights (the quickstart model's ten: 290 MB). A step
-        whose every weight a step loaded before holds (the entry's digests: name, layout and values
-        the same) uses those and frees its own copy; otherwise later steps may use its weights."""
+        whose every weight a step loaded before holds (here, or in Packages sharing `weights`; the
+        entry's digests: name, layout and values the same) uses those and frees its own copy;
+        otherwise later steps may use its weights."""
         if runner.container is None:  # a package (GPU): its weights stay its own
             return runner
         own = runner.constants()  # `recorded`: the entry's digests of them
         if not isinstance(recorded, dict) or not recorded or recorded.keys() != own.keys():
             return runner
-        if all(self._constants.get(name, ("",))[0] == digest for name, digest in recorded.items()):
+        if all(self.weights.get(name, ("",))[0] == digest for name, digest in recorded.items()):
             with contextlib.suppress(RuntimeError):  # if refused, it keeps its own
-                runner.use_constants({name: self._constants[name][1] for name in recorded})
+                runner.use_constants({name: self.weights[name][1] for name in recorded})
         else:
-            for name, digest in recorded.items():
-                self._constants.setdefault(name, (digest, own[name]))  # alive as long as `runner`
+            for name, digest in recorded.items():  # views of `runner`'s buffer: kept with it
+                self.weights.setdefault(name, (digest, own[name], runner))
         return runner
 
 
