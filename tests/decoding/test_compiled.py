@@ -193,8 +193,10 @@ def test_large_batches_shrink_in_eighths_of_a_power_of_two():
 
 
 def test_traced_ancestors_name_the_histories_that_reordering_would_move():
-    """With `trace_ancestors`, reorder and select leave keys and values where they are; reading each
-    row's positions from the rows the table names gives what the copying cache holds."""
+    """With `trace_ancestors`, reorder and select leave keys and values where they are (the buffers
+    keep all their rows when sentences leave); reading each row's positions from the rows the table
+    names gives what the copying cache holds, and each kept row writes its next positions in a
+    buffer row of its own."""
     model = tiny_model()
     src, tgt = random_ids(3, 5), random_ids(6, 3, seed=1)
     with torch.no_grad():  # a cache of tensors outside autograd, as the searches make, can be copied
@@ -212,6 +214,8 @@ def test_traced_ancestors_name_the_histories_that_reordering_would_move():
     n = traced.length
     where = traced.ancestors[:, :n], torch.arange(n)  # (4, n), (n,)
     assert traced.ancestors.tolist() != [[row] * 8 for row in range(4)]  # some history lies elsewhere
+    assert len(traced.self_attn[0].k) == 6 and len(traced.cross_attn[0][0]) == 2  # nothing copied
+    assert traced.ancestors[:, n:].tolist() == [[row] * (8 - n) for row in range(4)]
     for mine, reference in zip(traced.self_attn, copying.self_attn, strict=True):
         assert torch.equal(mine.k[where].transpose(1, 2), reference.filled()[0])
         assert torch.equal(mine.v[where].transpose(1, 2), reference.filled()[1])

@@ -119,6 +119,13 @@ class _SizeBranch(torch.nn.Module):
         return x * 2 if x.size(0) <= 127 else x * 3
 
 
+class _AtLeastRows(torch.nn.Module):
+    """A buffer read for the first rows of a step, as the cache's buffers are: at least that many."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:3] * 2
+
+
 def test_an_export_that_narrows_a_dynamic_size_is_refused():
     def exported(module: torch.nn.Module) -> torch.export.ExportedProgram:
         sizes = torch.export.Dim.DYNAMIC(min=2, max=packages.LARGEST)
@@ -127,6 +134,9 @@ def test_an_export_that_narrows_a_dynamic_size_is_refused():
     packages.check_sizes(exported(torch.nn.ReLU()))  # every size kept: no error
     with pytest.raises(RuntimeError, match=f"from 2 to 127 only, not 2 to {packages.LARGEST}"):
         packages.check_sizes(exported(_SizeBranch()))
+    packages.check_sizes(exported(_AtLeastRows()), rows=3)  # from a step's 3 rows on: kept
+    with pytest.raises(RuntimeError, match=f"from 3 to {packages.LARGEST} only"):
+        packages.check_sizes(exported(_AtLeastRows()), rows=2)
 
 
 def test_cache_prune_removes_only_what_another_aiayn_or_torch_made(tmp_path, monkeypatch, capsys):

@@ -31,7 +31,8 @@ where the fused kernel would be an opaque call; and on a GPU, PyTorch picks the 
 lengths (exported on CUDA, it made the graph refuse more than 127 positions or source tokens).
 In beam search, a row's history stays where it was written: the cache traces which row holds
 each position (`TracedCache`) and the step reads through that table, so beams that change rows
-move no keys or values.
+move no keys or values, nor do finished sentences that leave the batch (the buffers keep their
+rows; their row count is a dynamic dimension of the step).
 The layers are the model's own (`Decoder.forward`), so the step computes what
 `steps.next_logits` and `steps.next_log_probs` do, in another order of floating-point
 operations. The weights are read when a graph is compiled: if they change later (training goes
@@ -170,13 +171,18 @@ class TracedCache(DecoderCache):
         self.ancestors[:, :n] = self.ancestors[rows, :n]  # positions from n on stay the row's own
 
     def select(self, sentences: Tensor) -> None:
-        if self.ancestors is not None:  # a row's ancestors are rows of its sentence: all of them stay
-            r = self.rows_per_sentence
-            rows = (sentences[:, None] * r + torch.arange(r, device=sentences.device)).flatten()  # (B'*R,)
-            renumber = torch.empty_like(self.ancestors[:, 0])  # old row -> new row
-            renumber[rows] = torch.arange(len(rows), device=rows.device)
-            self.ancestors = renumber[self.ancestors[rows]]
-        super().select(sentences)
+        """As `DecoderCache.select`; once the ancestors are traced, no keys or values move: the
+        buffers keep their rows (more than the batch's from now on), the table names where the kept
+        rows' histories lie, and kept row i writes its next positions in buffer row i, whose
+        positions from the cache's length on nobody has written."""
+        if self.ancestors is None:
+            return super().select(sentences)
+        r, n = self.rows_per_sentence, self.length
+        rows = (sentences[:, None] * r + torch.arange(r, device=sentences.device)).flatten()  # (B'*R,)
+        self.ancestors = self.ancestors[rows]  # (B'*R, C): buffer rows, as before
+        self.ancestors[:, n:] = torch.arange(len(rows), device=rows.device)[:, None]
+        self.cross_attn = [(k.index_select(0, sentences), v.index_select(0, sentences))
+                           for k, v in self.cross_attn]
 
 
 def top_up(src: Tensor, max_lengths: Tensor, cache: DecoderCache) -> tuple[Tensor, Tensor]:
@@ -216,10 +222,10 @@ def _run(step: packages.Packages, eager: Callable, model: Transformer, last_toke
 
 
 def _compiled_sizes(cache: DecoderCache) -> bool:
-    """Whether the compiled step takes a batch with this cache: its capacity and the source length
-    from 2 to `packages.LARGEST` (`_dynamic_shapes`)."""
-    capacity, source = cache.self_attn[0].k.size(1), cache.cross_attn[0][0].size(2)
-    return 2 <= source and max(capacity, source) <= packages.LARGEST
+    """Whether the compiled step takes a batch with this cache: its buffers' rows, its capacity and
+    the source length from 2 to `packages.LARGEST` (`_dynamic_shapes`)."""
+    (rows, capacity), source = cache.self_attn[0].k.shape[:2], cache.cross_attn[0][0].size(2)
+    return 2 <= source and max(rows, capacity, source) <= packages.LARGEST
 
 
 Output = str | Score  # what a compiled step returns: "logits" (and their normaliser), "log_probs",
@@ -267,11 +273,13 @@ class _Slot:
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """(B, H, 1, K) new keys and values -> each row's history of n positions, each (B, H, n, K):
         its own filled positions, or those its `ancestors` name (read where attention reads them:
-        Inductor fuses the gather into the attention kernel)."""
-        self.k[:, self.n - 1:self.n] = k.transpose(1, 2)
-        self.v[:, self.n - 1:self.n] = v.transpose(1, 2)
+        Inductor fuses the gather into the attention kernel). Row i writes in buffer row i: with
+        ancestors, the buffers may have more rows than the step (`TracedCache.select`)."""
+        b = k.size(0)
+        self.k[:b, self.n - 1:self.n] = k.transpose(1, 2)
+        self.v[:b, self.n - 1:self.n] = v.transpose(1, 2)
         if self.ancestors is None:
-            return self.k[:, :self.n].transpose(1, 2), self.v[:, :self.n].transpose(1, 2)
+            return self.k[:b, :self.n].transpose(1, 2), self.v[:b, :self.n].transpose(1, 2)
         return self.k[self.ancestors].transpose(1, 2), self.v[self.ancestors].transpose(1, 2)
 
 
@@ -335,9 +343,10 @@ def _dynamic_shapes(inputs: tuple) -> tuple:
     named dimension for it)."""
     last_tokens, table, keys, values, ancestors, cross_attn, memory_mask, *args = inputs
     # One hint for every dynamic dimension: unlike a named dimension, a hint ties no two together.
-    positions = capacity = source = Dim.DYNAMIC(min=2, max=packages.LARGEST)
+    positions = capacity = source = buffers = Dim.DYNAMIC(min=2, max=packages.LARGEST)
     n = Dim.STATIC if table.size(0) == 1 else positions
-    shapes = (None, {0: n}, [{1: capacity}] * len(keys), [{1: capacity}] * len(values),
+    cache = {0: buffers, 1: capacity}  # the buffers' rows: the step's, or more (`TracedCache.select`)
+    shapes = (None, {0: n}, [cache] * len(keys), [cache] * len(values),
               None if ancestors is None else {1: capacity}, [({2: source}, {2: source})] * len(cross_attn),
               {3: source})
     return (*shapes, (None,) * len(args)) if args else shapes  # *args: one element, a tuple

@@ -333,7 +333,7 @@ def build(entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple,
     tmp.mkdir(parents=True)
     try:
         exported = torch.export.export(module, inputs, dynamic_shapes=dynamic, strict=False)
-        check_sizes(exported)
+        check_sizes(exported, fields["rows"])
         with _setting(inductor_config, "freezing", True):
             torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp / PACKAGE))
         path = _library_alone(tmp / PACKAGE) if str(fields["machine"]["device"]).startswith("cpu") \
@@ -356,12 +356,12 @@ def build(entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple,
     return kept(entry)
 
 
-def check_sizes(exported: torch.export.ExportedProgram) -> None:
-    """Refuse a step whose export narrowed a dynamic size: each must take 2 to `LARGEST` (given as
-    hints, export narrows a size when the traced code depends on it, where the step would then fail
-    on longer sentences)."""
+def check_sizes(exported: torch.export.ExportedProgram, rows: int = 2) -> None:
+    """Refuse a step whose export narrowed a dynamic size: each must take 2 to `LARGEST`, or, as the
+    rows of the cache's buffers do, the step's `rows` to `LARGEST` (given as hints, export narrows a
+    size when the traced code depends on it, where the step would then fail on longer sentences)."""
     for symbol, sizes in exported.range_constraints.items():
-        if sizes.lower > 2 or sizes.upper < LARGEST:
+        if (sizes.lower > 2 and sizes.lower != rows) or sizes.upper < LARGEST:
             raise RuntimeError(f"the exported decoder step takes {symbol} from {sizes.lower} to "
                                f"{sizes.upper} only, not 2 to {LARGEST}")
 
