@@ -158,6 +158,18 @@ def test_compiled_beam_search_equals_eager_beam_search():
     assert {kind.output for kind in graphs(model)} == {"aiayn.decoding.beam.candidates"}  # in the graph
 
 
+def test_beam_searches_of_the_same_rows_and_another_beam_size_get_steps_of_their_own():
+    """8 rows are 4 sentences of beam 2, or 2 of beam 4: the beam search's inputs to the step differ
+    in shape, so each beam size has a graph of its own (a server answers requests of any beam size)."""
+    model = one_layer_model()
+    src, limits = random_ids(4, 6, seed=8), torch.tensor([5, 3, 6, 4])
+    for beam, n in ((2, 4), (4, 2), (2, 4)):
+        eager = beam_search(model, src[:n], beam, beam, max_lengths=limits[:n])
+        mine = beam_search(model, src[:n], beam, beam, max_lengths=limits[:n], step=CompiledStep(model))
+        assert [[h.tokens for h in hyps] for hyps in mine] == [[h.tokens for h in hyps] for hyps in eager]
+    assert {(8, 2), (8, 4)} <= {(kind.rows, kind.beams) for kind in graphs(model) if not kind.first}
+
+
 def test_compiled_beam_search_equals_eager_beam_search_with_relative_positions():
     """The compiled step adds the relative position embeddings as the model's own layers do: the
     same beam outputs without absolute positions, a padded source included."""

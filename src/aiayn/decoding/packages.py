@@ -75,6 +75,7 @@ class Kind:
     output: str  # logits and their normaliser, log-probabilities, or a score function's (`Step.scored`)
     traced: bool  # reads beams' histories through a table (beam search), or its own rows (greedy)
     first: bool = False  # a search's first step: one position (static), where the others take 2 or more
+    beams: int = 0  # the beam size of a score function's inputs (scores (B/K, K), static), 0 without
 
 
 class Packages:
@@ -94,7 +95,9 @@ class Packages:
 
     def __call__(self, *inputs: Any) -> Any:
         tokens, table, ancestors = inputs[0], inputs[1], inputs[4]
-        kind = Kind(tokens.size(0), self.module.output_name, ancestors is not None, table.size(0) == 1)
+        scores = inputs[7] if len(inputs) > 7 else None  # a score function's first input, (B/K, K)
+        kind = Kind(tokens.size(0), self.module.output_name, ancestors is not None, table.size(0) == 1,
+                    scores.size(1) if isinstance(scores, Tensor) and scores.dim() == 2 else 0)
         runner = self._runners.get(kind)
         if runner is None:
             runner = self._runners[kind] = self._load_or_build(kind, inputs)
@@ -260,7 +263,7 @@ def entry_fields(weights: str, kind: Kind, sample: Tensor) -> dict[str, Any]:
     """Everything that changes a compiled step, as the entry records it."""
     return {"weights": weights, "code": code_digest(), "torch": torch.__version__,
             "machine": machine(sample.device), "dtype": str(sample.dtype), "rows": kind.rows,
-            "output": kind.output, "traced": kind.traced, "first": kind.first}
+            "output": kind.output, "traced": kind.traced, "first": kind.first, "beams": kind.beams}
 
 
 def stored(weights: str, dtype: torch.dtype, device: torch.device) -> bool:
