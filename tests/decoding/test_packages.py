@@ -137,6 +137,8 @@ def test_an_export_that_narrows_a_dynamic_size_is_refused():
     packages.check_sizes(exported(_AtLeastRows()), rows=3)  # from a step's 3 rows on: kept
     with pytest.raises(RuntimeError, match=f"from 3 to {packages.LARGEST} only"):
         packages.check_sizes(exported(_AtLeastRows()), rows=2)
+    with pytest.raises(RuntimeError, match=rf"from 3 to {packages.LARGEST} only, not 2 \(or 4\) to"):
+        packages.check_sizes(exported(_AtLeastRows()), rows=4)
 
 
 def test_cache_prune_removes_only_what_another_aiayn_or_torch_made(tmp_path, monkeypatch, capsys):

@@ -177,12 +177,10 @@ class TracedCache(DecoderCache):
         positions from the cache's length on nobody has written."""
         if self.ancestors is None:
             return super().select(sentences)
-        r, n = self.rows_per_sentence, self.length
-        rows = (sentences[:, None] * r + torch.arange(r, device=sentences.device)).flatten()  # (B'*R,)
+        rows = self.rows_of(sentences)  # (B'*R,)
         self.ancestors = self.ancestors[rows]  # (B'*R, C): buffer rows, as before
-        self.ancestors[:, n:] = torch.arange(len(rows), device=rows.device)[:, None]
-        self.cross_attn = [(k.index_select(0, sentences), v.index_select(0, sentences))
-                           for k, v in self.cross_attn]
+        self.ancestors[:, self.length:] = torch.arange(len(rows), device=rows.device)[:, None]
+        self.select_sentences(sentences)
 
 
 def top_up(src: Tensor, max_lengths: Tensor, cache: DecoderCache) -> tuple[Tensor, Tensor]:

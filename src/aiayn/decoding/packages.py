@@ -365,8 +365,9 @@ def check_sizes(exported: torch.export.ExportedProgram, rows: int = 2) -> None:
     size when the traced code depends on it, where the step would then fail on longer sentences)."""
     for symbol, sizes in exported.range_constraints.items():
         if (sizes.lower > 2 and sizes.lower != rows) or sizes.upper < LARGEST:
+            wanted = f"2 (or {rows}) to {LARGEST}" if rows != 2 else f"2 to {LARGEST}"
             raise RuntimeError(f"the exported decoder step takes {symbol} from {sizes.lower} to "
-                               f"{sizes.upper} only, not 2 to {LARGEST}")
+                               f"{sizes.upper} only, not {wanted}")
 
 
 def _library_alone(package: Path) -> Path:

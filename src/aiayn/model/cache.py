@@ -113,9 +113,17 @@ class DecoderCache:
     def select(self, sentences: Tensor) -> None:
         """Keep only `sentences` (B',), with all their rows (for example when finished sentences
         leave the batch)."""
-        r = self.rows_per_sentence
-        rows = (sentences[:, None] * r + torch.arange(r, device=sentences.device)).flatten()  # (B'*R,)
+        rows = self.rows_of(sentences)
         for kv in self.self_attn:
             kv.select(rows)
+        self.select_sentences(sentences)
+
+    def rows_of(self, sentences: Tensor) -> Tensor:
+        """The rows of `sentences` (B',), each sentence's R rows in order: (B'*R,)."""
+        r = self.rows_per_sentence
+        return (sentences[:, None] * r + torch.arange(r, device=sentences.device)).flatten()
+
+    def select_sentences(self, sentences: Tensor) -> None:
+        """Keep only the encoder-decoder keys and values of `sentences` (B',)."""
         self.cross_attn = [(k.index_select(0, sentences), v.index_select(0, sentences))
                            for k, v in self.cross_attn]
