@@ -4,6 +4,8 @@ import shutil
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aiayn.decoding import beam_search, compiled, greedy_search, packages
 from aiayn.decoding.compiled import CompiledStep, TracedCache, graphs, row_bucket
@@ -168,6 +170,51 @@ def test_beam_searches_of_the_same_rows_and_another_beam_size_get_steps_of_their
         mine = beam_search(model, src[:n], beam, beam, max_lengths=limits[:n], step=CompiledStep(model))
         assert [[h.tokens for h in hyps] for hyps in mine] == [[h.tokens for h in hyps] for hyps in eager]
     assert {(8, 2), (8, 4)} <= {(kind.rows, kind.beams) for kind in graphs(model) if not kind.first}
+
+
+@st.composite
+def searches(draw: st.DrawFn) -> dict:
+    """A search whose compiled steps other tests of this model compile anyway (greedy at 8 rows, beam 2
+    at 8 and beam 4 at 8, a search's first step at 2), with anything else drawn: sources of any
+    length and padding (one-token ones run eagerly), output limits from 0, nbest, length penalties."""
+    beam = draw(st.sampled_from([1, 2, 4]))
+    n = draw(st.integers(*{1: (5, 8), 2: (3, 4), 4: (1, 2)}[beam]))
+    length = draw(st.integers(1, 9))
+    src = random_ids(n, length, seed=draw(st.integers(0, 1000)))
+    for i, words in enumerate(draw(st.lists(st.integers(1, length), min_size=n, max_size=n))):
+        src[i, words:] = _fuzzed_model().config.pad_id
+    limits = torch.tensor(draw(st.lists(st.integers(0, 10), min_size=n, max_size=n)))
+    return {"src": src, "limits": limits, "beam": beam, "nbest": draw(st.integers(1, beam)),
+            "alpha": draw(st.sampled_from([0.0, 0.6, 1.0, 2.5])),
+            "form": draw(st.sampled_from(["gnmt", "plain"]))}
+
+
+@settings(max_examples=40, deadline=None, database=None, derandomize=True)
+@given(searches())
+def test_any_search_compiled_finds_what_the_eager_search_finds(search):
+    """The compiled step is the default once cached, so it must find the eager search's hypotheses for
+    whatever a request asks (a step keyed by rows alone once answered another beam size's search
+    with a graph of the wrong shape)."""
+    model, src, limits = _fuzzed_model(), search["src"], search["limits"]
+    if search["beam"] == 1:
+        assert_same_greedy(model, src, limits)
+        return
+    args = (search["beam"], search["nbest"], search["alpha"], search["form"])
+    eager = beam_search(model, src, *args, max_lengths=limits)
+    mine = beam_search(model, src, *args, max_lengths=limits, step=CompiledStep(model))
+    assert [[h.tokens for h in hyps] for hyps in mine] == [[h.tokens for h in hyps] for hyps in eager]
+    assert [h.score for hyps in mine for h in hyps] == \
+        pytest.approx([h.score for hyps in eager for h in hyps], abs=1e-4)
+
+
+_FUZZED = []
+
+
+def _fuzzed_model():
+    """One model for every example (its compiled steps load once)."""
+    if not _FUZZED:
+        _FUZZED.append(one_layer_model())
+    return _FUZZED[0]
 
 
 def test_compiled_beam_search_equals_eager_beam_search_with_relative_positions():
