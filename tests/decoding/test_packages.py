@@ -254,6 +254,7 @@ def test_a_second_translate_process_starts_from_the_cache_and_cache_clear_emptie
     assert f": {stored} compiled steps" in info and stored >= 1
     fields = [recorded["fields"] for _, recorded, _ in packages.entries()]
     assert info.count("beam search") == sum(f["output"].endswith(".candidates") for f in fields) >= 2
+    assert info.count("beam search of beam 2") == sum(f["beams"] == 2 for f in fields) >= 1
     assert info.count("first step") == sum(f["first"] for f in fields) >= 1 and len(fields) == stored
     assert main(["cache", "clear"]) == 0 and f"removed {stored} compiled steps" in capsys.readouterr().out
     assert main(["cache", "info"]) == 0 and ": 0 compiled steps, 0.0 MB" in capsys.readouterr().out

@@ -36,10 +36,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {entry.name}  {size / 1e6:6.1f} MB  unreadable (rebuilt when next needed)")
             continue
         fields = recorded.get("fields", {})
-        beam = fields.get("traced") or str(fields.get("output")).endswith(".candidates")
-        search = ("beam search" if beam else "greedy") + (", first step" if fields.get("first") else "")
         print(f"  {entry.name}  {size / 1e6:6.1f} MB  model {str(fields.get('weights'))[:12]}  "
-              f"{fields.get('rows')} rows  {fields.get('dtype')}  {search}  "
+              f"{fields.get('dtype')}  {packages.describe(fields)}  "
               f"{fields.get('machine', {}).get('device')}  compiled in {recorded.get('seconds')} s "
               f"on {recorded.get('created')}{'  stale' if entry in stale else ''}")
     return 0

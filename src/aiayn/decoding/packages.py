@@ -126,8 +126,7 @@ class Packages:
             self.notice(f"aiayn: the cached decoder step {entry} is unusable ({problem}): compiling it "
                         "again")
             discard(entry)
-        first = ", a search's first step" if kind.first else ""
-        self.notice(f"aiayn: compiling the decoder step for {kind.rows} rows{first} (once per model and "
+        self.notice(f"aiayn: compiling the decoder step for {describe(fields)} (once per model and "
                     f"machine; kept in {cache_dir()})")
         try:
             build(entry, fields, self.module, inputs, self.dynamic(inputs))
@@ -264,6 +263,15 @@ def entry_fields(weights: str, kind: Kind, sample: Tensor) -> dict[str, Any]:
     return {"weights": weights, "code": code_digest(), "torch": torch.__version__,
             "machine": machine(sample.device), "dtype": str(sample.dtype), "rows": kind.rows,
             "output": kind.output, "traced": kind.traced, "first": kind.first, "beams": kind.beams}
+
+
+def describe(fields: dict[str, Any]) -> str:
+    """What an entry's step is for, in words: '16 rows, beam search of beam 4', '2 rows, greedy, a
+    search's first step'."""
+    beam = fields.get("traced") or str(fields.get("output")).endswith(".candidates")
+    search = "greedy" if not beam else f"beam search of beam {fields['beams']}" if fields.get("beams") \
+        else "beam search"
+    return f"{fields.get('rows')} rows, {search}" + (", a search's first step" if fields.get("first") else "")
 
 
 def stored(weights: str, dtype: torch.dtype, device: torch.device) -> bool:
