@@ -121,7 +121,7 @@ def test_a_search_of_one_or_two_sentences_compiles_its_first_step_too():
     assert_same_beam(model, random_ids(1, 8, seed=7), torch.tensor([9]))
     assert [(kind.rows, kind.output) for kind in graphs(model) if kind.first] == \
         [(2, "aiayn.decoding.beam.candidates")]
-    assert rows_compiled(model) == [6]  # the later steps: 2 sentences x 3 beams
+    assert rows_compiled(model) == [3]  # the later steps: the sentence's 3 beams (its filler has left)
 
 
 def test_a_models_greedy_and_beam_search_steps_keep_one_copy_of_its_weights():
@@ -169,13 +169,15 @@ def test_beam_searches_of_the_same_rows_and_another_beam_size_get_steps_of_their
         eager = beam_search(model, src[:n], beam, beam, max_lengths=limits[:n])
         mine = beam_search(model, src[:n], beam, beam, max_lengths=limits[:n], step=CompiledStep(model))
         assert [[h.tokens for h in hyps] for hyps in mine] == [[h.tokens for h in hyps] for hyps in eager]
-    assert {(8, 2), (8, 4)} <= {(kind.rows, kind.beams) for kind in graphs(model) if not kind.first}
+    steps = {(kind.rows, kind.beams) for kind in graphs(model) if not kind.first}
+    assert {(8, 2), (8, 4)} <= steps
+    assert {(2, 2), (4, 4)} <= steps  # the last sentence searching, alone: its own beams' rows
 
 
 @st.composite
 def searches(draw: st.DrawFn) -> dict:
     """A search whose compiled steps other tests of this model compile anyway (greedy at 8 rows, beam 2
-    at 8 and beam 4 at 8, a search's first step at 2), with anything else drawn: sources of any
+    at 8 and 2, beam 4 at 8 and 4, a search's first step at 2), with anything else drawn: sources of any
     length and padding (one-token ones run eagerly), output limits from 0, nbest, length penalties."""
     beam = draw(st.sampled_from([1, 2, 4]))
     n = draw(st.integers(*{1: (5, 8), 2: (3, 4), 4: (1, 2)}[beam]))
@@ -226,7 +228,8 @@ def test_compiled_beam_search_equals_eager_beam_search_with_relative_positions()
     assert_same_beam(model, src, torch.tensor([9, 12, 12, 12, 12, 12]))  # beams of 8 sentences
 
 
-def test_rows_leave_at_power_of_two_counts_of_2_or_more_when_compiled():
+def test_sentences_leave_at_power_of_two_counts_of_2_rows_or_more_when_compiled():
+    """Greedy decoding keeps 2 sentences at least; a beam search's last sentence steps on alone."""
     compiled, eager = CompiledStep(tiny_model()), Step(tiny_model())
     done = torch.tensor([True, False, True, False, False, True, True, True] * 2)
     assert compiled.rows_to_keep(done).tolist() == [1, 3, 4, 9, 11, 12, 0, 2]  # unfinished first
@@ -234,8 +237,11 @@ def test_rows_leave_at_power_of_two_counts_of_2_or_more_when_compiled():
     assert compiled.rows_to_keep(done[:8]).tolist() == [1, 3, 4, 0]  # 3 unfinished: 4 rows
     assert compiled.rows_to_keep(torch.tensor([True, True, False])).tolist() == [2, 0]
     assert compiled.rows_to_keep(torch.tensor([True, False])) is None  # never fewer than 2 rows
+    assert compiled.rows_to_keep(torch.tensor([True, False]), 4).tolist() == [1]  # 4 beams: 4 rows
+    assert compiled.rows_to_keep(torch.tensor([True, False, False]), 2).tolist() == [1, 2]
     assert eager.rows_to_keep(done).tolist() == [1, 3, 4, 9, 11, 12]
     assert [row_bucket(n) for n in (1, 2, 3, 5, 8, 9, 32, 33)] == [2, 2, 4, 8, 8, 16, 32, 64]
+    assert [row_bucket(n, 4) for n in (1, 2, 3)] == [1, 2, 4] and row_bucket(1, 2) == 1
 
 
 def test_large_batches_shrink_in_eighths_of_a_power_of_two():

@@ -179,7 +179,7 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
         done = final.full(active) | at_limit  # (B,)
         if done.all():
             break
-        keep = step.rows_to_keep(done)  # (B',) or None: finished sentences leave the batch
+        keep = step.rows_to_keep(done, k)  # (B',) or None: finished sentences leave the batch
         if keep is not None:
             active, limits, scores, tokens, new, done = (
                 x[keep] for x in (active, limits, scores, tokens, new, done))

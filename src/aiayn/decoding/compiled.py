@@ -11,10 +11,10 @@ AOTInductor) and kept on disk, so a model is compiled once per machine (`package
 A compiled graph is for fixed shapes. Here:
 - the rows are fixed per graph (MKL packs a weight for one row count; with a dynamic row count
   the step was no faster than eager): a step is compiled once per power-of-two count of
-  sentences, `FEWEST_SENTENCES` at least, and in eighths of a power of two from `FINE_FROM` up
-  (`row_bucket`); the searches top their batches up to one such count, and finished sentences
-  leave once the others fit a smaller one; the last sentences of a batch, searching on alone, run
-  at small counts;
+  sentences, and in eighths of a power of two from `FINE_FROM` up (`row_bucket`), of `FEWEST_ROWS`
+  rows at least (one sentence of a beam search, two of greedy decoding); the searches top their
+  batches up to one such count, and finished sentences leave once the others fit a smaller one;
+  the last sentences of a batch, searching on alone, run at small counts;
 - the number of positions decoded, the cache capacity and the source length are dynamic
   dimensions: one graph serves every step and every batch of its row count. The step reads
   the positions decoded so far from the length of the position table it is given, writes its
@@ -69,9 +69,9 @@ from aiayn.model.masks import padding_mask
 
 FINE_FROM = 64  # sentences from which compiled steps come in eighths of a power of two (`row_bucket`)
 FIRST_STEP_ROWS = 2  # rows up to which a search's first step is compiled too (see the module's text)
-FEWEST_SENTENCES = 2  # a compiled step runs at, at least: each row count costs a compilation of
-# seconds once, and a step at 2 sentences costs little more than at 1, but a beam search's last
-# sentences step many times at the smallest count (benchmarks/RESULTS.md)
+FEWEST_ROWS = 2  # a compiled step runs at, at least: the rows of the cache's buffers are a dynamic
+# dimension of the step, which export cannot take one long. A beam search's last sentence steps on
+# alone at K rows (a sentence searched alone 1.1x faster than at 2K: benchmarks/RESULTS.md)
 
 
 class CompiledStep(Step):
@@ -124,26 +124,28 @@ class CompiledStep(Step):
         if _compiled_sizes(cache):
             cache.trace_ancestors()
 
-    def rows_to_keep(self, done: Tensor) -> Tensor | None:
-        """Finished rows leave once the unfinished ones fit a smaller `row_bucket`, which finished rows
-        top up (the unfinished first, in order)."""
-        rows = row_bucket(int((~done).sum()))
-        return None if rows >= len(done) else done.int().argsort(stable=True)[:rows]
+    def rows_to_keep(self, done: Tensor, rows_per_sentence: int = 1) -> Tensor | None:
+        """Finished sentences leave once the unfinished ones fit a smaller `row_bucket`, which finished
+        ones top up (the unfinished first, in order)."""
+        sentences = row_bucket(int((~done).sum()), rows_per_sentence)
+        return None if sentences >= len(done) else done.int().argsort(stable=True)[:sentences]
 
 
-def row_bucket(sentences: int) -> int:
+def row_bucket(sentences: int, rows_per_sentence: int = 1) -> int:
     """How many sentences a compiled step runs at for this many (times the rows of each sentence: the
-    step's row count): the next power of two, `FEWEST_SENTENCES` at least; beyond `FINE_FROM`, the next
-    multiple of an eighth of that power (80, 96, 112, 128, 160, ...), so that a large batch whose
+    step's row count): the next power of two, enough for `FEWEST_ROWS` rows; beyond `FINE_FROM`, the
+    next multiple of an eighth of that power (80, 96, 112, 128, 160, ...), so that a large batch whose
     sentences finish one by one computes fewer finished rows."""
-    power = max(FEWEST_SENTENCES, 1 << max(sentences - 1, 0).bit_length())
+    fewest = -(-FEWEST_ROWS // rows_per_sentence)
+    power = max(fewest, 1 << max(sentences - 1, 0).bit_length())
     if power <= FINE_FROM:
         return power
     return -(-sentences // (power // 8)) * (power // 8)
 
 
 def row_buckets(most: int) -> list[int]:
-    """Every count of sentences a compiled step runs at for batches of up to `most` sentences."""
+    """Every count of sentences a compiled step starts a batch at, for batches of up to `most`
+    sentences (a beam search's batch may then shrink to one sentence)."""
     return sorted({row_bucket(n) for n in range(1, most + 1)})
 
 

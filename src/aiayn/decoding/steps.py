@@ -118,8 +118,9 @@ class Step:
         """Give each sentence r rows (beam search's K beams), each a copy of its one row so far."""
         cache.fan_out(r)
 
-    def rows_to_keep(self, done: Tensor) -> Tensor | None:
-        """The rows (in order) that stay when finished ones leave the batch, or None while all stay.
+    def rows_to_keep(self, done: Tensor, rows_per_sentence: int = 1) -> Tensor | None:
+        """The sentences (in order) that stay when finished ones leave the batch, or None while all
+        stay. `done` (B,): which sentences are finished; `rows_per_sentence`: the rows of each.
 
         Finished rows leave a group at a time, once they are 1/LEAVE_AT of the batch: moving the
         others' cached keys and values costs more than computing a few finished rows for some steps.
