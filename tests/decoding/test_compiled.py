@@ -1,4 +1,5 @@
 import copy
+import functools
 import json
 import shutil
 
@@ -27,9 +28,11 @@ def assert_same_greedy(model, src, limits):
     assert [h.log_prob for h in compiled] == pytest.approx([h.log_prob for h in eager], abs=1e-4)
 
 
-def assert_same_beam(model, src, limits):
-    eager = beam_search(model, src, 3, 3, max_lengths=limits)
-    compiled = beam_search(model, src, 3, 3, max_lengths=limits, step=CompiledStep(model))
+def assert_same_beam(model, src, limits, *search):
+    """`search`: beam size, nbest, length penalty, its form (default: beam 3, 3-best, the defaults)."""
+    search = search or (3, 3)
+    eager = beam_search(model, src, *search, max_lengths=limits)
+    compiled = beam_search(model, src, *search, max_lengths=limits, step=CompiledStep(model))
     assert [[h.tokens for h in hyps] for hyps in compiled] == [[h.tokens for h in hyps] for hyps in eager]
     assert [h.score for hyps in compiled for h in hyps] == \
         pytest.approx([h.score for hyps in eager for h in hyps], abs=1e-4)
@@ -166,9 +169,7 @@ def test_beam_searches_of_the_same_rows_and_another_beam_size_get_steps_of_their
     model = one_layer_model()
     src, limits = random_ids(4, 6, seed=8), torch.tensor([5, 3, 6, 4])
     for beam, n in ((2, 4), (4, 2), (2, 4)):
-        eager = beam_search(model, src[:n], beam, beam, max_lengths=limits[:n])
-        mine = beam_search(model, src[:n], beam, beam, max_lengths=limits[:n], step=CompiledStep(model))
-        assert [[h.tokens for h in hyps] for hyps in mine] == [[h.tokens for h in hyps] for hyps in eager]
+        assert_same_beam(model, src[:n], limits[:n], beam, beam)
     steps = {(kind.rows, kind.beams) for kind in graphs(model) if not kind.first}
     assert {(8, 2), (8, 4)} <= steps
     assert {(2, 2), (4, 4)} <= steps  # the last sentence searching, alone: its own beams' rows
@@ -201,22 +202,13 @@ def test_any_search_compiled_finds_what_the_eager_search_finds(search):
     if search["beam"] == 1:
         assert_same_greedy(model, src, limits)
         return
-    args = (search["beam"], search["nbest"], search["alpha"], search["form"])
-    eager = beam_search(model, src, *args, max_lengths=limits)
-    mine = beam_search(model, src, *args, max_lengths=limits, step=CompiledStep(model))
-    assert [[h.tokens for h in hyps] for hyps in mine] == [[h.tokens for h in hyps] for hyps in eager]
-    assert [h.score for hyps in mine for h in hyps] == \
-        pytest.approx([h.score for hyps in eager for h in hyps], abs=1e-4)
+    assert_same_beam(model, src, limits, search["beam"], search["nbest"], search["alpha"], search["form"])
 
 
-_FUZZED = []
-
-
+@functools.cache
 def _fuzzed_model():
     """One model for every example (its compiled steps load once)."""
-    if not _FUZZED:
-        _FUZZED.append(one_layer_model())
-    return _FUZZED[0]
+    return one_layer_model()
 
 
 def test_compiled_beam_search_equals_eager_beam_search_with_relative_positions():
