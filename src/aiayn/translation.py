@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +105,11 @@ def prepare(model: Transformer, device: torch.device, dtype: str = "float32", in
     from aiayn.decoding.compiled import compiled_before
 
     torch_dtype = getattr(torch, dtype)
+    problem = packages.known_unloadable(device) if compile is not False else ""
+    if problem:  # this machine's torch crashes loading compiled steps (`packages.loads`)
+        if compile:
+            print(packages.unloadable_notice(problem), file=sys.stderr, flush=True)
+        compile = False
     if int8:
         if device.type != "cpu":
             raise cfg.ConfigError("int8 is for CPUs: use device cpu")

@@ -2,9 +2,11 @@
 never used for another model, safe to fill from two processes, listed and cleared by `aiayn cache`."""
 
 import copy
+import dataclasses
 import hashlib
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -281,3 +283,74 @@ def test_translate_compiles_for_a_long_input_file_unless_refused(
     assert main(["translate", str(trained_run), "--beam-size", "2", "-i", str(tmp_path / "short.txt")]) == 0
     assert "lines or more" not in capsys.readouterr().err
     assert asked == [True, False, None]
+
+
+@pytest.mark.parametrize("check, problem", [
+    ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", "killed the process with SIGSEGV"),
+    ("raise OSError('undefined symbol: aoti_foo')", "failed: OSError: undefined symbol: aoti_foo"),
+    ("import sys; assert sys.argv[1:] == ['step.so', 'cpu']", ""),
+])
+def test_whether_a_step_loads_is_found_in_a_child_process_which_may_crash(monkeypatch, check, problem):
+    """torch 2.11.0+cu130 on the lent GPU machines crashes any process loading an AOTInductor package
+    (a segmentation fault, CPU and CUDA): the child takes the crash and names it."""
+    monkeypatch.setattr(packages, "_LOAD_CHECK", check)
+    found = packages._check_loads(packages.Path("step.so"), torch.device("cpu"))
+    assert (problem in found and found.startswith("loading it")) if problem else found == ""
+
+
+def test_where_steps_crash_torch_translation_runs_eagerly_says_so_once_and_remembers(
+        cache, monkeypatch, capsys):
+    """The first process finds out at its first compiled step (loaded in a child first): it says so,
+    translates that batch and the later ones eagerly (the same hypotheses, sampled ones too), and keeps
+    the verdict in the cache. A later process reads it: nothing compiled or loaded, `compile=None`
+    picks the eager path, `compile=True` says why it is refused. `cache clear` forgets it."""
+    from aiayn.config import DecodeConfig
+    from aiayn.decoding.translator import search
+    from aiayn.translation import prepare
+
+    def build(entry, fields, *args):  # an entry as a compile stores it, of a step never loaded
+        entry.mkdir(parents=True)
+        (entry / packages.LIBRARY).write_bytes(b"a library")
+        (entry / packages.ENTRY).write_text(json.dumps({"fields": fields, "file": packages.LIBRARY,
+                                                        "sha256": packages.sha256(entry / packages.LIBRARY)}))
+        cache.append(entry)
+        return entry / packages.LIBRARY
+
+    checked = []
+    monkeypatch.setattr(packages, "build", build)
+    monkeypatch.setattr(packages, "_verdicts", {})
+    monkeypatch.setattr(packages, "_check_loads", lambda path, device: checked.append(path) or
+                        "loading it killed the process with SIGSEGV")
+    model, src = one_layer_model(), random_ids(3, 6, seed=7)
+    configs = [DecodeConfig(beam_size=1, temperature=1.0, top_k=5),  # first: it drew before it found out
+               DecodeConfig(beam_size=2, nbest=2), DecodeConfig(beam_size=1)]
+
+    def hypotheses(compile, config):
+        generator = torch.Generator().manual_seed(3)
+        found = search(model, src, dataclasses.replace(config, compile=compile), generator)
+        return [[(h.tokens, h.score) for h in hyps] for hyps in found]
+
+    for config in configs:
+        assert hypotheses(True, config) == hypotheses(False, config)
+    err = capsys.readouterr().err
+    assert len(checked) == 1 and len(cache) == 1  # the first compiled step, found out once
+    assert err.count("cannot load a compiled decoder step on this machine (loading it killed the process "
+                     "with SIGSEGV): decoding runs eagerly") == 1
+    verdict = json.loads(packages.verdict_path(torch.device("cpu")).read_text())
+    assert verdict["problem"].endswith("SIGSEGV") and verdict["torch"] == torch.__version__
+
+    monkeypatch.setattr(packages, "_verdicts", {})  # a later process
+    monkeypatch.setattr(packages, "_check_loads", lambda path, device: pytest.fail("checked again"))
+    for config in configs:
+        assert hypotheses(True, config) == hypotheses(False, config)
+    assert len(cache) == 1 and capsys.readouterr().err == ""
+    assert prepare(model, torch.device("cpu"), compile=None)[2] is False
+    assert prepare(model, torch.device("cpu"), compile=True)[2] is False
+    assert "cannot load a compiled decoder step" in capsys.readouterr().err
+    assert main(["cache", "info"]) == 0
+    assert f"torch {torch.__version__} on cpu {platform.machine()} cannot load compiled steps (loading it " \
+        "killed the process with SIGSEGV; found 20" in capsys.readouterr().out
+
+    assert main(["cache", "clear"]) == 0
+    assert not packages.verdict_path(torch.device("cpu")).exists()
+    assert packages.known_unloadable(torch.device("cpu")) is None

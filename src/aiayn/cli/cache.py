@@ -40,4 +40,8 @@ def run(args: argparse.Namespace) -> int:
               f"{fields.get('dtype')}  {packages.describe(fields)}  "
               f"{fields.get('machine', {}).get('device')}  compiled in {recorded.get('seconds')} s "
               f"on {recorded.get('created')}{'  stale' if entry in stale else ''}")
+    for refused in packages.refusals():
+        machine = refused.get("machine", {}).get("device")
+        print(f"torch {refused.get('torch')} on {machine} cannot load compiled steps "
+              f"({refused.get('problem')}; found {refused.get('checked')}): its decoding runs eagerly")
     return 0

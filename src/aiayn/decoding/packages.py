@@ -39,6 +39,8 @@ import mmap
 import os
 import platform
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -120,6 +122,8 @@ class Packages:
         if problem is None:
             try:
                 return self._load(entry, inputs[1].device)
+            except Unloadable:  # no step would: building this one again would not help
+                raise
             except Exception as e:  # a package that passed the checks but does not load here
                 problem = f"it does not load ({type(e).__name__})"
         if problem != "absent":
@@ -142,9 +146,13 @@ class Packages:
         return self._load(entry, inputs[1].device)
 
     def _load(self, entry: Path, device: torch.device) -> Runner:
-        """The entry's step, loaded, sharing weights with the steps loaded before (`_share`)."""
+        """The entry's step, loaded, sharing weights with the steps loaded before (`_share`).
+        Raises `Unloadable` where this machine's torch cannot load compiled steps (`loads`)."""
         recorded = json.loads((entry / ENTRY).read_text())
-        return self._share(Runner(kept(entry, recorded), device), recorded.get("constants"))
+        path = kept(entry, recorded)
+        if not loads(path, device, self.notice):
+            raise Unloadable(f"{torch.__version__} cannot load compiled steps on this machine")
+        return self._share(Runner(path, device), recorded.get("constants"))
 
     def _share(self, runner: Runner, recorded: Any) -> Runner:
         """Each step holds a copy of the model's weights (the quickstart model's ten: 290 MB). A step
@@ -197,6 +205,105 @@ class Runner:
                                               True, True, True)  # the spare buffer, all names, not copied
         self.container.swap_constant_buffer()
         self.container.free_inactive_constant_buffer()
+
+
+class Unloadable(RuntimeError):
+    """This machine's torch cannot load a compiled step (`loads`): the search runs eagerly."""
+
+
+_LOAD_CHECK = "import sys, torch; from pathlib import Path; from aiayn.decoding.packages import Runner; " \
+              "Runner(Path(sys.argv[1]), torch.device(sys.argv[2]))"  # what the child process runs
+_verdicts: dict[str, str] = {}  # this process's: environment key -> "" (loads) or why not
+
+
+def loads(path: Path, device: torch.device, notice: Callable[[str], None] | None = None) -> bool:
+    """Whether this torch loads compiled steps on this machine. Some builds crash the process as
+    they load any AOTInductor package (torch 2.11.0+cu130 on the lent H100 and H200: a segmentation
+    fault, CPU and CUDA alike), which no exception handler sees; so the first step a machine and torch
+    load is loaded in a child process first, and the verdict kept in the cache (`verdict_path`;
+    `aiayn cache clear` forgets it). If it is no, `notice` says so."""
+    if known_unloadable(device) is None:
+        problem = _verdicts[_environment(device)] = _check_loads(path, device)
+        with contextlib.suppress(OSError):
+            cache_dir().mkdir(parents=True, exist_ok=True)
+            files.write_atomically(verdict_path(device), json.dumps(
+                {"torch": torch.__version__, "machine": machine(device), "problem": problem,
+                 "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1).encode())
+        if problem:
+            (notice or _notice)(unloadable_notice(problem))
+    return not _verdicts[_environment(device)]
+
+
+def known_unloadable(device: torch.device) -> str | None:
+    """Why compiled steps do not load here ("" if they do), if this process or the cache knows."""
+    key = _environment(device)
+    if key not in _verdicts:
+        known = read_verdict(device)
+        if known is None:
+            return None
+        _verdicts[key] = known
+    return _verdicts[key]
+
+
+def unloadable_notice(problem: str) -> str:
+    return (f"aiayn: torch {torch.__version__} cannot load a compiled decoder step on this machine "
+            f"({problem}): decoding runs eagerly ('aiayn cache clear' checks again)")
+
+
+def read_verdict(device: torch.device) -> str | None:
+    """The cache's verdict for this torch and machine: "" (loads), why not, or None if not known."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        recorded = json.loads(verdict_path(device).read_text())
+        if recorded.get("torch") == torch.__version__ and recorded.get("machine") == machine(device):
+            return str(recorded["problem"])
+    return None
+
+
+def refusals() -> list[dict[str, Any]]:
+    """The cache's verdicts that compiled steps do not load (for any torch and machine)."""
+    found = []
+    for path in sorted(cache_dir().glob(".loads-*.json")):
+        with contextlib.suppress(OSError, ValueError):
+            recorded = json.loads(path.read_text())
+            if isinstance(recorded, dict) and recorded.get("problem"):
+                found.append(recorded)
+    return found
+
+
+def verdict_path(device: torch.device) -> Path:
+    """Where the cache keeps whether compiled steps load with this torch on this machine (a dot
+    file: no entry)."""
+    return cache_dir() / f".loads-{_environment(device)}.json"
+
+
+def _environment(device: torch.device) -> str:
+    """A name for this torch on this machine and device."""
+    return _environment_of(str(device))
+
+
+@functools.cache
+def _environment_of(device: str) -> str:
+    environment = [torch.__version__, machine(torch.device(device))]
+    return hashlib.sha256(json.dumps(environment).encode()).hexdigest()[:16]
+
+
+def _check_loads(path: Path, device: torch.device) -> str:
+    """Load `path` in a child process (this one's Python, modules and environment): "" if it loads,
+    else what went wrong."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    try:
+        done = subprocess.run([sys.executable, "-c", _LOAD_CHECK, str(path), str(device)], env=env,
+                              capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return "loading it did not end in 300 s"
+    if done.returncode < 0:
+        with contextlib.suppress(ValueError):
+            return f"loading it killed the process with {signal.Signals(-done.returncode).name}"
+        return f"loading it killed the process with signal {-done.returncode}"
+    if done.returncode:
+        last = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
+        return f"loading it failed: {last[0][:200]}"
+    return ""
 
 
 def _forget_library_weights(library: Path) -> None:
@@ -457,12 +564,16 @@ def entries() -> list[tuple[Path, dict[str, Any] | None, int]]:
 
 def clear(only: Callable[[dict[str, Any] | None], bool] | None = None) -> tuple[int, int]:
     """Remove every entry, or those whose record (None if unreadable) `only` picks (`stale`: `aiayn
-    cache prune`), and what killed processes left: (entries removed, bytes freed). Entries being
-    built by running processes are left to them; another installation sharing the cache compiles its
-    own again when it next needs them."""
+    cache prune`), and what killed processes left: (entries removed, bytes freed). Entries being built
+    by running processes are left to them; another installation sharing the cache compiles its own
+    again when it next needs them. Clearing all also forgets whether steps load here (`loads`)."""
     found = [(entry, size) for entry, recorded, size in entries() if only is None or only(recorded)]
     for entry, _ in found:
         discard(entry)
+    if only is None:  # the next step loaded checks again
+        for verdict in cache_dir().glob(".loads-*.json"):
+            verdict.unlink(missing_ok=True)
+        _verdicts.clear()
     files.clean_leftovers(cache_dir(), lambda name: True)
     return len(found), sum(size for _, size in found)
 

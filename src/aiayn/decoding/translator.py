@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from aiayn.config import DecodeConfig
 from aiayn.data.batching import pad
+from aiayn.decoding import packages
 from aiayn.decoding.beam import beam_search
 from aiayn.decoding.compiled import CompiledStep
 from aiayn.decoding.greedy import greedy_search
@@ -41,7 +42,18 @@ def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
            generator: torch.Generator | None = None) -> list[list[Hypothesis]]:
     """The one place that picks the search: sampling, greedy (beam 1) or beam search."""
     limits = output_limits(model, src, config.max_output_extra, config.max_output_len)
-    step = CompiledStep(model) if config.compile else Step(model)
+    if config.compile and not packages.known_unloadable(src.device):
+        drawn = generator.get_state() if generator is not None else None
+        try:
+            return _search(model, src, limits, config, generator, CompiledStep(model))
+        except packages.Unloadable:  # found out at its first compiled step: this batch again, eagerly
+            if drawn is not None:
+                generator.set_state(drawn)
+    return _search(model, src, limits, config, generator, Step(model))
+
+
+def _search(model: Transformer, src: torch.Tensor, limits: torch.Tensor, config: DecodeConfig,
+            generator: torch.Generator | None, step: Step) -> list[list[Hypothesis]]:
     if config.temperature > 0 or config.beam_size == 1:
         hyps = greedy_search(model, src, limits, config.temperature, config.top_k, generator, step)
         return [[h] for h in hyps]
