@@ -302,7 +302,7 @@ def _compiled(model: Transformer, output: Output, versions: tuple[int, ...]) -> 
         # The steps of one model's weights (greedy's and beam search's alike) share one table of
         # the weights loaded, so that they keep one copy of them between them (`Packages._share`).
         weights = next((step.weights for v, step in steps.values() if v == versions), None)
-        known = steps[output] = (versions, packages.Packages(_Step(model, output), _dynamic_shapes,
+        known = steps[output] = (versions, packages.Packages(_Step(model, output), _kind, _dynamic_shapes,
                                                              weights=weights))
     return known[1]
 
@@ -332,6 +332,17 @@ def compiled_before(model: Transformer) -> bool:
 def graphs(model: Transformer) -> list[packages.Kind]:
     """The compiled steps this process holds for the model's current weights."""
     return [kind for _, step in _steps.get(model, {}).values() for kind in step.kinds()]
+
+
+def _kind(step: _Step, inputs: tuple) -> packages.Kind:
+    """The graph that `step`'s inputs run on: their rows, whether they trace histories (beam search),
+    whether it is a search's first step (one position), and a score function's beam size (its
+    scores (B/K, K))."""
+    last_tokens, table, _, _, ancestors, _, _, *args = inputs
+    scores = args[0] if args else None
+    beams = scores.size(1) if isinstance(scores, Tensor) and scores.dim() == 2 else 0
+    return packages.Kind(last_tokens.size(0), step.output_name, ancestors is not None, table.size(0) == 1,
+                         beams)
 
 
 def _dynamic_shapes(inputs: tuple) -> tuple:

@@ -84,22 +84,20 @@ class Packages:
     """A model's compiled step (`module`, called as `module(*inputs)`), one package per `Kind`:
     loaded from the cache, or exported, compiled and stored there first. Call it as the module."""
 
-    def __init__(self, module: nn.Module, dynamic: Callable[[tuple], tuple],
-                 notice: Callable[[str], None] | None = None,
+    def __init__(self, module: nn.Module, kind: Callable[[nn.Module, tuple], Kind],
+                 dynamic: Callable[[tuple], tuple], notice: Callable[[str], None] | None = None,
                  weights: dict[str, tuple[str, Tensor, Runner]] | None = None) -> None:
-        """`weights`: the table of the weights loaded (`self.weights`) of other Packages of the same
-        model and weights, to share theirs."""
-        self.module, self.dynamic = module, dynamic  # dynamic: inputs -> torch.export dynamic_shapes
+        """`kind`: (module, inputs) -> the `Kind` of step they need; `dynamic`: inputs -> their
+        dynamic shapes for torch.export; `weights`: the table of the weights loaded (`self.weights`)
+        of other Packages of the same model and weights, to share theirs."""
+        self.module, self.kind, self.dynamic = module, kind, dynamic
         self.notice = notice or _notice
         self._runners: dict[Kind, Runner] = {}
         self._weights: str | None = None
         self.weights = {} if weights is None else weights  # name -> (digest, tensor, its step) loaded
 
     def __call__(self, *inputs: Any) -> Any:
-        tokens, table, ancestors = inputs[0], inputs[1], inputs[4]
-        scores = inputs[7] if len(inputs) > 7 else None  # a score function's first input, (B/K, K)
-        kind = Kind(tokens.size(0), self.module.output_name, ancestors is not None, table.size(0) == 1,
-                    scores.size(1) if isinstance(scores, Tensor) and scores.dim() == 2 else 0)
+        kind = self.kind(self.module, inputs)
         runner = self._runners.get(kind)
         if runner is None:
             runner = self._runners[kind] = self._load_or_build(kind, inputs)
