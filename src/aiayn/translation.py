@@ -272,13 +272,14 @@ class Translator:
     def warm_up(self) -> None:
         """Translate once, and with a compiled decoder step, a batch starting at each row count that
         batches of up to the batch size reach (`compiled.row_buckets`), of growing lengths so that its
-        search shrinks through the smaller ones: each step is loaded, or compiled, now."""
+        search shrinks through the smaller ones: each step is loaded, or compiled, now. The largest
+        first: the steps its search shrinks through are compiled alongside (`packages.Alongside`)."""
         from aiayn.decoding.compiled import row_buckets
 
         self.translate(["warm up"])
         if self.defaults.compile:
             most = self.defaults.batch_size
-            for n in row_buckets(most):
+            for n in reversed(row_buckets(most)):
                 self.translate([" ".join(["warm"] * (1 + i % 24)) for i in range(min(n, most))])
 
     def config(self, **options: Any) -> cfg.DecodeConfig:

@@ -46,8 +46,9 @@ Shapes: B rows (sentences x R rows each), S source length, C cache capacity, L p
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -303,7 +304,7 @@ def _compiled(model: Transformer, output: Output, versions: tuple[int, ...]) -> 
         # the weights loaded, so that they keep one copy of them between them (`Packages._share`).
         weights = next((step.weights for v, step in steps.values() if v == versions), None)
         known = steps[output] = (versions, packages.Packages(_Step(model, output), _kind, _dynamic_shapes,
-                                                             weights=weights))
+                                                             weights=weights, ahead=_ahead))
     return known[1]
 
 
@@ -343,6 +344,45 @@ def _kind(step: _Step, inputs: tuple) -> packages.Kind:
     beams = scores.size(1) if isinstance(scores, Tensor) and scores.dim() == 2 else 0
     return packages.Kind(last_tokens.size(0), step.output_name, ancestors is not None, table.size(0) == 1,
                          beams)
+
+
+def _ahead(step: _Step, kind: packages.Kind, inputs: tuple) -> list[tuple[packages.Kind, Callable]]:
+    """The steps a search running `kind` reaches as its sentences finish: the same step at each smaller
+    `row_bucket`, each with a function making example inputs of its rows (`_with_rows`). None for a
+    first step (one or two rows), or where a score function's input cannot be told by its rows."""
+    cross_attn, args = inputs[5], inputs[7:]
+    r = kind.rows // cross_attn[0][0].size(0)  # rows per sentence
+    sentences, vocabulary = kind.rows // r, step.model.config.vocab_size
+    if kind.first or any(not isinstance(a, Tensor) or a.dim() and a.size(0) == sentences == vocabulary
+                         for a in args):
+        return []
+    smaller = sorted({row_bucket(n, r) for n in range(1, sentences)} - {sentences}, reverse=True)
+    return [(replace(kind, rows=n * r), functools.partial(_with_rows, inputs, n, r, vocabulary))
+            for n in smaller]
+
+
+def _with_rows(inputs: tuple, sentences: int, r: int, vocabulary: int) -> tuple:
+    """Example inputs of a step for `sentences` x `r` rows, shaped as another row count's `inputs`
+    (their values unset: export traces shapes). The source and the cache's capacity are made short,
+    of lengths that no other size has (export might take two equal sizes for one)."""
+    last_tokens, table, keys, values, ancestors, cross_attn, mask, *args = inputs
+    b, old, taken = sentences * r, cross_attn[0][0].size(0), {table.size(0), sentences * r, sentences}
+    source = next(n for n in itertools.count(2) if n not in taken)
+    capacity = next(n for n in itertools.count(table.size(0) + 1) if n not in taken | {source})
+
+    def like(x: Tensor, *shape: int) -> Tensor:
+        return torch.empty(shape, dtype=x.dtype, device=x.device)
+
+    def cross(x: Tensor) -> Tensor:  # (B/R, H, S, K)
+        return like(x, sentences, x.size(1), source, x.size(3))
+
+    return (like(last_tokens, b), table, [like(k, b, capacity, *k.shape[2:]) for k in keys],
+            [like(v, b, capacity, *v.shape[2:]) for v in values],
+            None if ancestors is None else like(ancestors, b, capacity),  # (B, C)
+            [(cross(k), cross(v)) for k, v in cross_attn],
+            like(mask, sentences, 1, 1, source),
+            *[like(a, sentences, *a.shape[1:]) if a.dim() and a.size(0) == old and a.size(0) != vocabulary
+              else a for a in args])
 
 
 def _dynamic_shapes(inputs: tuple) -> tuple:

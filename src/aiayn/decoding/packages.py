@@ -30,6 +30,7 @@ The cache lives in `$AIAYN_CACHE_DIR/steps`, by default `~/.cache/aiayn/steps`.
 from __future__ import annotations
 
 import _ctypes
+import atexit
 import contextlib
 import ctypes
 import functools
@@ -43,16 +44,18 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import torch
 from torch import Tensor, nn
-from torch.utils._pytree import tree_leaves
+from torch.utils._pytree import tree_leaves, tree_map
 
 import aiayn
 from aiayn import files
@@ -80,17 +83,24 @@ class Kind:
     beams: int = 0  # the beam size of a score function's inputs (scores (B/K, K), static), 0 without
 
 
+# (module, a kind of step, its inputs) -> the kinds needed next, each with a function making inputs
+Ahead = Callable[[nn.Module, Kind, tuple], list[tuple[Kind, Callable[[], tuple]]]]
+
+
 class Packages:
     """A model's compiled step (`module`, called as `module(*inputs)`), one package per `Kind`:
     loaded from the cache, or exported, compiled and stored there first. Call it as the module."""
 
     def __init__(self, module: nn.Module, kind: Callable[[nn.Module, tuple], Kind],
                  dynamic: Callable[[tuple], tuple], notice: Callable[[str], None] | None = None,
-                 weights: dict[str, tuple[str, Tensor, Runner]] | None = None) -> None:
+                 weights: dict[str, tuple[str, Tensor, Runner]] | None = None,
+                 ahead: Ahead | None = None) -> None:
         """`kind`: (module, inputs) -> the `Kind` of step they need; `dynamic`: inputs -> their
         dynamic shapes for torch.export; `weights`: the table of the weights loaded (`self.weights`)
-        of other Packages of the same model and weights, to share theirs."""
-        self.module, self.kind, self.dynamic = module, kind, dynamic
+        of other Packages of the same model and weights, to share theirs; `ahead`: (module, a kind,
+        its inputs) -> the kinds a search that needs it will need next, each with a function making
+        inputs for it (`Alongside` compiles those missing in other processes)."""
+        self.module, self.kind, self.dynamic, self.ahead = module, kind, dynamic, ahead
         self.notice = notice or _notice
         self._runners: dict[Kind, Runner] = {}
         self._weights: str | None = None
@@ -116,10 +126,13 @@ class Packages:
             self._weights = weights_digest(self.module)
         fields = entry_fields(self._weights, kind, inputs[1])
         entry = cache_dir() / entry_name(fields)
+        alongside.wait(entry)  # being compiled in another process of ours: its result, or here
         problem = check(entry, fields)
         if problem is None:
             try:
-                return self._load(entry, inputs[1].device)
+                runner = self._load(entry, inputs[1].device)
+                self._compile_ahead(kind, inputs)
+                return runner
             except Unloadable:  # no step would: building this one again would not help
                 raise
             except Exception as e:  # a package that passed the checks but does not load here
@@ -130,6 +143,7 @@ class Packages:
             discard(entry)
         self.notice(f"aiayn: compiling the decoder step for {describe(fields)} (once per model and "
                     f"machine; kept in {cache_dir()})")
+        self._compile_ahead(kind, inputs)  # meanwhile
         try:
             build(entry, fields, self.module, inputs, self.dynamic(inputs))
         except OSError as e:  # the cache cannot be written: compile for this process only
@@ -143,12 +157,33 @@ class Packages:
                 shutil.rmtree(scratch, ignore_errors=True)
         return self._load(entry, inputs[1].device)
 
+    def _compile_ahead(self, kind: Kind, inputs: tuple) -> None:
+        """Have the steps a search needing `kind` will need next compiled in other processes
+        (`alongside`), those the cache lacks, the last needed first: this process compiles the first
+        needed itself if no other has started it."""
+        if self.ahead is None or alongside.workers() == 0 or known_unloadable(inputs[1].device):
+            return
+        missing = []
+        for other, make_inputs in self.ahead(self.module, kind, inputs):
+            fields = entry_fields(self._weights, other, inputs[1])
+            entry = cache_dir() / entry_name(fields)
+            if other not in self._runners and not alongside.has(entry) and check(entry, fields) == "absent":
+                missing.append((entry, fields, make_inputs))
+        if not missing:
+            return
+        self.notice(f"aiayn: compiling {len(missing)} more decoder steps alongside, in up to "
+                    f"{alongside.workers()} other processes: "
+                    f"{', '.join(describe(fields).split(',')[0] for _, fields, _ in missing)}")
+        for entry, fields, make_inputs in sorted(missing, key=lambda m: m[1]["rows"]):
+            alongside.submit(entry, fields, self.module, make_inputs(), self.dynamic)
+
     def _load(self, entry: Path, device: torch.device) -> Runner:
         """The entry's step, loaded, sharing weights with the steps loaded before (`_share`).
         Raises `Unloadable` where this machine's torch cannot load compiled steps (`loads`)."""
         recorded = json.loads((entry / ENTRY).read_text())
         path = kept(entry, recorded)
         if not loads(path, device, self.notice):
+            alongside.stop()
             raise Unloadable(f"{torch.__version__} cannot load compiled steps on this machine")
         return self._share(Runner(path, device), recorded.get("constants"))
 
@@ -470,6 +505,147 @@ def build(entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return kept(entry)
+
+
+class Alongside:
+    """Steps compiled in other processes while this one compiles and searches (`Packages.ahead`): a
+    compile keeps one core busy, so on a machine of N cores, N - 1 more (at most
+    `$AIAYN_COMPILE_WORKERS`, default 4; 0: none) compile the steps a search will need next, in the
+    order asked; a step this process needs waits for its compile, or is taken back if it has not
+    started. Each is a Python process of its own (not a fork, nor a spawn, which would run the
+    caller's script again), given a job file: the step's fields, example inputs as shapes and the
+    module's file (saved once while its jobs last; `build_alone`). It stores its entry as any process
+    does (`build`). Files go once their jobs are done; at exit, running jobs are stopped."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queued: dict[Path, Path] = {}  # entry -> its job file, in the order asked
+        self._running: dict[Path, tuple[subprocess.Popen, Path]] = {}  # entry -> its process, job file
+        self._modules: WeakKeyDictionary[nn.Module, Path] = WeakKeyDictionary()  # saved for the jobs
+        atexit.register(self.stop)
+
+    def workers(self) -> int:
+        limit = os.environ.get("AIAYN_COMPILE_WORKERS", "4")
+        return max(0, min(int(limit) if limit.isdigit() else 4, (os.cpu_count() or 1) - 1))
+
+    def has(self, entry: Path) -> bool:
+        with self._lock:
+            return entry in self._queued or entry in self._running
+
+    def submit(self, entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple,
+               dynamic: Callable[[tuple], tuple]) -> None:
+        """Compile `entry`'s step of `module` for `inputs`' shapes in another process (or, if its
+        files cannot be written, leave it to the process that needs it)."""
+        with self._lock:
+            saved = self._modules.get(module)
+        if saved is None and (saved := _saved(module)) is None:
+            return
+        with self._lock:
+            self._modules[module] = saved
+        if (job := _saved((entry, fields, saved, _shapes(inputs), dynamic))) is None:
+            return
+        with self._lock:
+            self._queued[entry] = job
+        self._start()
+
+    def wait(self, entry: Path) -> None:
+        """Until `entry`'s compile, if running, ends; one not started is dropped (built by the caller)."""
+        with self._lock:
+            job = self._queued.pop(entry, None)
+            running = self._running.get(entry)
+        if job is not None:
+            job.unlink(missing_ok=True)
+        if running is not None:
+            running[0].wait()
+        self._ended(entry)
+
+    def stop(self) -> None:
+        with self._lock:
+            running = list(self._running.values())
+        for process, _ in running:
+            process.kill()
+            process.wait()
+        with self._lock:
+            jobs = [*self._queued.values(), *(job for _, job in self._running.values())]
+            self._queued.clear()
+            self._running.clear()
+        for job in jobs:
+            job.unlink(missing_ok=True)
+        self._ended(None)
+
+    def _start(self) -> None:
+        with self._lock:
+            while self._queued and len(self._running) < self.workers():
+                entry = next(iter(self._queued))
+                job = self._queued.pop(entry)
+                env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+                process = subprocess.Popen([sys.executable, "-c", _BUILD_ALONE, str(job)], env=env,
+                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL)
+                self._running[entry] = process, job
+                threading.Thread(target=self._reap, args=(entry, process), daemon=True).start()
+
+    def _reap(self, entry: Path, process: subprocess.Popen) -> None:
+        process.wait()
+        self._ended(entry)
+        self._start()
+
+    def _ended(self, entry: Path | None) -> None:
+        """`entry`'s process has ended (if it ran): its job file goes, and the modules' files once no
+        job is left."""
+        with self._lock:
+            process, job = self._running.get(entry, (None, None))
+            if process is not None and process.poll() is not None:
+                del self._running[entry]
+                job.unlink(missing_ok=True)
+            modules = [] if self._queued or self._running else list(self._modules.values())
+            if modules:
+                self._modules.clear()
+        for path in modules:
+            path.unlink(missing_ok=True)
+
+
+def _saved(what: Any) -> Path | None:
+    """`what` in a temporary file for a job's process; None if it cannot be saved."""
+    handle, name = tempfile.mkstemp(prefix="aiayn-step-", suffix=".pt")
+    os.close(handle)
+    try:
+        torch.save(what, name)
+    except Exception:  # any: a full disk, something that cannot be saved
+        os.unlink(name)
+        return None
+    return Path(name)
+
+
+alongside = Alongside()
+_BUILD_ALONE = "import sys; from aiayn.decoding.packages import build_alone; build_alone(sys.argv[1])"
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """A tensor of an example input, as a job carries it: what export traces (its values do not
+    change the graph; the job's process makes zeros)."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    device: str
+
+
+def _shapes(inputs: Any) -> Any:
+    return tree_map(lambda x: _Shape(tuple(x.shape), x.dtype, str(x.device)) if isinstance(x, Tensor) else x,
+                    inputs)
+
+
+def build_alone(job: str) -> None:
+    """`Alongside`'s process: compile one step into the cache, on one thread, from its example inputs
+    made of zeros; a failure is left to the process that needs the step, which compiles it itself."""
+    torch.set_num_threads(1)
+    entry, fields, module, inputs, dynamic = torch.load(job, weights_only=False)
+    module = torch.load(module, weights_only=False)
+    inputs = tree_map(lambda x: torch.zeros(x.shape, dtype=x.dtype, device=x.device)
+                      if isinstance(x, _Shape) else x, inputs)
+    with torch.no_grad():
+        build(entry, fields, module, inputs, dynamic(inputs))
 
 
 def check_sizes(exported: torch.export.ExportedProgram, rows: int = 2) -> None:
