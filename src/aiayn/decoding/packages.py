@@ -171,8 +171,9 @@ class Packages:
                 missing.append((entry, fields, make_inputs))
         if not missing:
             return
-        self.notice(f"aiayn: compiling {len(missing)} more decoder steps alongside, in up to "
-                    f"{alongside.workers()} other processes: "
+        steps, processes = ("step" if len(missing) == 1 else "steps"), alongside.workers()
+        self.notice(f"aiayn: compiling {len(missing)} more decoder {steps} alongside, in up to {processes} "
+                    f"other process{'' if processes == 1 else 'es'}: "
                     f"{', '.join(describe(fields).split(',')[0] for _, fields, _ in missing)}")
         for entry, fields, make_inputs in sorted(missing, key=lambda m: m[1]["rows"]):
             alongside.submit(entry, fields, self.module, make_inputs(), self.dynamic)
