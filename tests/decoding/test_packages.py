@@ -19,30 +19,13 @@ import torch
 
 from aiayn.cli import main
 from aiayn.cli import translate as cli_translate
-from aiayn.decoding import beam_search, compiled, greedy_search, packages
+from aiayn.decoding import compiled, greedy_search, packages
 from aiayn.decoding.compiled import CompiledStep
 from aiayn.inference import packing_available
 from aiayn.translation import load_translator
 from tests.conftest import HANG_S, one_layer_model, random_ids
 
 SRC, LIMITS = random_ids(2, 6, seed=5), torch.tensor([5, 7])  # one step: 2 rows
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """An empty cache of the test's own; `builds` counts the steps compiled. A search's first step
-    runs eagerly here, so that each search compiles one step."""
-    monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(compiled, "FIRST_STEP_ROWS", 0)
-    builds = []
-    build = packages.build
-
-    def counted(*args, **kwargs):
-        builds.append(args[0])
-        return build(*args, **kwargs)
-
-    monkeypatch.setattr(packages, "build", counted)
-    return builds
 
 
 def outputs(model):
@@ -354,27 +337,3 @@ def test_where_steps_crash_torch_translation_runs_eagerly_says_so_once_and_remem
     assert main(["cache", "clear"]) == 0
     assert not packages.verdict_path(torch.device("cpu")).exists()
     assert packages.known_unloadable(torch.device("cpu")) is None
-
-
-def test_the_steps_a_search_shrinks_through_are_compiled_alongside_in_another_process(
-        cache, tmp_path, monkeypatch, capsys):
-    """A beam search of 2 sentences (4 rows, beam 2) steps at 2 rows once the first has finished.
-    While this process compiles the 4-row step, another compiles the 2-row one from example inputs
-    (`compiled._with_rows`): the search finds what the eager search finds, and the job files are
-    gone."""
-    monkeypatch.setenv("AIAYN_COMPILE_WORKERS", "1")
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    model = one_layer_model()
-    src, limits = random_ids(2, 6, seed=3), torch.tensor([2, 12])
-    with torch.no_grad():
-        eager = beam_search(model, src, 2, 1, 0.6, "gnmt", limits)
-        found = beam_search(model, src, 2, 1, 0.6, "gnmt", limits, CompiledStep(model))
-    assert [h[0].tokens for h in found] == [h[0].tokens for h in eager]
-    assert [h[0].score for h in found] == pytest.approx([h[0].score for h in eager], abs=1e-4)
-    err = capsys.readouterr().err
-    assert "compiling 1 more decoder step alongside, in up to 1 other process: 2 rows" in err
-    built_here = sorted(json.loads((entry / packages.ENTRY).read_text())["fields"]["rows"] for entry in cache)
-    stored = sorted(recorded["fields"]["rows"] for _, recorded, _ in packages.entries())
-    assert stored == [2, 4] and built_here == [4]
-    assert not list(tmp_path.glob("aiayn-step-*"))
