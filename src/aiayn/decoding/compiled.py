@@ -350,21 +350,21 @@ def _ahead(step: _Step, kind: packages.Kind, inputs: tuple) -> list[tuple[packag
     """The steps a search running `kind` reaches as its sentences finish: the same step at each smaller
     `row_bucket`, each with a function making example inputs of its rows (`_with_rows`). None for a
     first step (one or two rows), or where a score function's input cannot be told by its rows."""
-    cross_attn, args = inputs[5], inputs[7:]
-    r = kind.rows // cross_attn[0][0].size(0)  # rows per sentence
-    sentences, vocabulary = kind.rows // r, step.model.config.vocab_size
-    if kind.first or any(not isinstance(a, Tensor) or a.dim() and a.size(0) == sentences == vocabulary
-                         for a in args):
+    sentences, args = inputs[5][0][0].size(0), inputs[7:]  # the cross-attention keys' rows: (B/R, ...)
+    r = kind.rows // sentences  # rows per sentence
+    if kind.first or any(not isinstance(a, Tensor) or a.dim() and a.size(0) == sentences
+                         == step.model.config.vocab_size for a in args):
         return []
     smaller = sorted({row_bucket(n, r) for n in range(1, sentences)} - {sentences}, reverse=True)
-    return [(replace(kind, rows=n * r), functools.partial(_with_rows, inputs, n, r, vocabulary))
-            for n in smaller]
+    return [(replace(kind, rows=n * r), functools.partial(_with_rows, inputs, n, r)) for n in smaller]
 
 
-def _with_rows(inputs: tuple, sentences: int, r: int, vocabulary: int) -> tuple:
+def _with_rows(inputs: tuple, sentences: int, r: int) -> tuple:
     """Example inputs of a step for `sentences` x `r` rows, shaped as another row count's `inputs`
-    (their values unset: export traces shapes). The source and the cache's capacity are made short,
-    of lengths that no other size has (export might take two equal sizes for one)."""
+    (their values unset: export traces shapes). A score function's inputs of a row per sentence are
+    those whose first size is the sentences' (`_ahead` made sure the vocabulary's differs). The source
+    and the cache's capacity are made short, of lengths that no other size has (export might take
+    two equal sizes for one)."""
     last_tokens, table, keys, values, ancestors, cross_attn, mask, *args = inputs
     b, old, taken = sentences * r, cross_attn[0][0].size(0), {table.size(0), sentences * r, sentences}
     source = next(n for n in itertools.count(2) if n not in taken)
@@ -381,8 +381,7 @@ def _with_rows(inputs: tuple, sentences: int, r: int, vocabulary: int) -> tuple:
             None if ancestors is None else like(ancestors, b, capacity),  # (B, C)
             [(cross(k), cross(v)) for k, v in cross_attn],
             like(mask, sentences, 1, 1, source),
-            *[like(a, sentences, *a.shape[1:]) if a.dim() and a.size(0) == old and a.size(0) != vocabulary
-              else a for a in args])
+            *[like(a, sentences, *a.shape[1:]) if a.dim() and a.size(0) == old else a for a in args])
 
 
 def _dynamic_shapes(inputs: tuple) -> tuple:

@@ -174,7 +174,7 @@ class Packages:
         steps, processes = ("step" if len(missing) == 1 else "steps"), alongside.workers()
         self.notice(f"aiayn: compiling {len(missing)} more decoder {steps} alongside, in up to {processes} "
                     f"other process{'' if processes == 1 else 'es'}: "
-                    f"{', '.join(describe(fields).split(',')[0] for _, fields, _ in missing)}")
+                    + ", ".join(f"{fields['rows']} rows" for _, fields, _ in missing))
         for entry, fields, make_inputs in sorted(missing, key=lambda m: m[1]["rows"]):
             alongside.submit(entry, fields, self.module, make_inputs(), self.dynamic)
 
@@ -324,10 +324,9 @@ def _environment_of(device: str) -> str:
 def _check_loads(path: Path, device: torch.device) -> str:
     """Load `path` in a child process (this one's Python, modules and environment): "" if it loads,
     else what went wrong."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     try:
-        done = subprocess.run([sys.executable, "-c", _LOAD_CHECK, str(path), str(device)], env=env,
-                              capture_output=True, text=True, timeout=300)
+        command, env = _python(_LOAD_CHECK, str(path), str(device))
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:
         return "loading it did not end in 300 s"
     if done.returncode < 0:
@@ -338,6 +337,13 @@ def _check_loads(path: Path, device: torch.device) -> str:
         last = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
         return f"loading it failed: {last[0][:200]}"
     return ""
+
+
+def _python(code: str, *args: str) -> tuple[list[str], dict[str, str]]:
+    """The command and environment of a child process running `code` with this process's Python and
+    modules (its `sys.path`): neither a fork nor a spawn, which would run the caller's script again."""
+    path = os.pathsep.join(p for p in sys.path if p)
+    return [sys.executable, "-c", code, *args], {**os.environ, "PYTHONPATH": path}
 
 
 def _forget_library_weights(library: Path) -> None:
@@ -513,10 +519,10 @@ class Alongside:
     compile keeps one core busy, so on a machine of N cores, N - 1 more (at most
     `$AIAYN_COMPILE_WORKERS`, default 4; 0: none) compile the steps a search will need next, in the
     order asked; a step this process needs waits for its compile, or is taken back if it has not
-    started. Each is a Python process of its own (not a fork, nor a spawn, which would run the
-    caller's script again), given a job file: the step's fields, example inputs as shapes and the
-    module's file (saved once while its jobs last; `build_alone`). It stores its entry as any process
-    does (`build`). Files go once their jobs are done; at exit, running jobs are stopped."""
+    started. Each is a Python process of its own (`_python`), given a job file: the step's fields,
+    example inputs as shapes and the module's file (saved once while its jobs last; `build_alone`).
+    It stores its entry as any process does (`build`). Files go once their jobs are done; at exit,
+    running jobs are stopped."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -579,10 +585,9 @@ class Alongside:
             while self._queued and len(self._running) < self.workers():
                 entry = next(iter(self._queued))
                 job = self._queued.pop(entry)
-                env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-                process = subprocess.Popen([sys.executable, "-c", _BUILD_ALONE, str(job)], env=env,
-                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                           stderr=subprocess.DEVNULL)
+                command, env = _python(_BUILD_ALONE, str(job))
+                quiet = subprocess.DEVNULL
+                process = subprocess.Popen(command, env=env, stdin=quiet, stdout=quiet, stderr=quiet)
                 self._running[entry] = process, job
                 threading.Thread(target=self._reap, args=(entry, process), daemon=True).start()
 
