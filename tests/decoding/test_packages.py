@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import types
 import zipfile
 
@@ -23,7 +24,7 @@ from aiayn.decoding import compiled, greedy_search, packages
 from aiayn.decoding.compiled import CompiledStep
 from aiayn.inference import packing_available
 from aiayn.translation import load_translator
-from tests.conftest import HANG_S, one_layer_model, random_ids
+from tests.conftest import HANG_S, fails_if_hung, one_layer_model, random_ids
 
 SRC, LIMITS = random_ids(2, 6, seed=5), torch.tensor([5, 7])  # one step: 2 rows
 
@@ -164,6 +165,52 @@ def test_a_process_that_loses_the_race_to_store_an_entry_uses_the_winners(tmp_pa
     assert packages.build(winner, fields, None, (), ()) == winner / packages.PACKAGE
     assert (winner / packages.PACKAGE).read_bytes() == b"the first process's package"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["entry"]
+
+
+def test_a_step_another_process_is_compiling_is_waited_for_and_loaded_not_compiled_again(
+        tmp_path, monkeypatch):
+    """Two processes that need one step at once (here two threads, each with a lock file of its own, as
+    processes have): the second waits for the first one's compile, says so, and loads what it stored.
+    The lock goes with the first."""
+    monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path))
+    fake_compiler(monkeypatch)
+    compiling, done, compiles = threading.Event(), threading.Event(), []
+
+    def compile_(exported, package_path):
+        compiles.append(package_path)
+        compiling.set()
+        assert done.wait(HANG_S)
+        with zipfile.ZipFile(package_path, "w") as package:
+            package.writestr("step/data/aotinductor/model/step.so", b"a library")
+
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compile_)
+    loaded = []
+    monkeypatch.setattr(packages.Packages, "_load", lambda self, entry, device: loaded.append(entry) or entry)
+    kind, inputs = packages.Kind(2, "logits", False), (torch.zeros(1), torch.zeros(1))
+    model, said, waiting = torch.nn.Linear(2, 2), ([], []), threading.Event()  # one model's weights
+
+    def process(i):
+        def notice(message):
+            said[i].append(message)
+            if "waiting" in message:
+                waiting.set()
+        steps = packages.Packages(model, lambda *_: kind, lambda inputs: (), notice)
+        return steps._load_or_build(kind, inputs)
+
+    with fails_if_hung():
+        first = threading.Thread(target=process, args=(0,))
+        first.start()
+        assert compiling.wait(HANG_S)
+        second = threading.Thread(target=process, args=(1,))
+        second.start()
+        assert waiting.wait(HANG_S)  # blocked on the first one's lock
+        done.set()
+        first.join()
+        second.join()
+    (entry,) = packages.cache_dir().iterdir()  # the entry, and no lock file left
+    assert len(compiles) == 1 and loaded == [entry, entry]
+    assert "compiling the decoder step for 2 rows, greedy" in said[0][0]
+    assert said[1] == ["aiayn: waiting for another process compiling the decoder step for 2 rows, greedy"]
 
 
 def test_a_stored_library_untouched_since_is_not_read_again_and_one_replaced_is(tmp_path, monkeypatch):

@@ -19,10 +19,10 @@ search's first step). Beside the library or package, `entry.json` holds those fi
 sha256 and its inode, size and change time when stored: a file whose status differs (written to,
 replaced, copied) is hashed in full before it is used, one untouched since is not read twice. An
 entry that fails any check (damaged, foreign, unloadable) is built again with a one-line notice.
-An entry is built in a temporary directory and renamed into place: two processes filling the cache
-at once each build a whole entry, the first rename wins and the other process uses it. Nothing is
-ever written into a stored entry (running processes have its library mapped); a discarded one is
-renamed away first.
+An entry is built in a temporary directory and renamed into place, so no process finds half of one.
+A process compiling a step holds a lock on it (`building`): another process that needs the same step
+waits for it and loads what it stored, instead of compiling it too. Nothing is ever written into a
+stored entry (running processes have its library mapped); a discarded one is renamed away first.
 
 The cache lives in `$AIAYN_CACHE_DIR/steps`, by default `~/.cache/aiayn/steps`.
 """
@@ -128,15 +128,23 @@ class Packages:
         entry = cache_dir() / entry_name(fields)
         alongside.wait(entry)  # being compiled in another process of ours: its result, or here
         problem = check(entry, fields)
-        if problem is None:
-            try:
-                runner = self._load(entry, inputs[1].device)
-                self._compile_ahead(kind, inputs)
-                return runner
-            except Unloadable:  # no step would: building this one again would not help
-                raise
-            except Exception as e:  # a package that passed the checks but does not load here
-                problem = f"it does not load ({type(e).__name__})"
+        if problem is not None:
+            with building(entry, fields, self.notice):  # another process compiling it: once it is done
+                problem = check(entry, fields)
+                if problem is not None:
+                    return self._build(kind, inputs, entry, fields, problem)
+        try:
+            runner = self._load(entry, inputs[1].device)
+            self._compile_ahead(kind, inputs)
+            return runner
+        except Unloadable:  # no step would: building this one again would not help
+            raise
+        except Exception as e:  # a package that passed the checks but does not load here
+            with building(entry, fields, self.notice):
+                return self._build(kind, inputs, entry, fields, f"it does not load ({type(e).__name__})")
+
+    def _build(self, kind: Kind, inputs: tuple, entry: Path, fields: dict[str, Any], problem: str) -> Runner:
+        """Compile `entry`'s step, whose cache entry is absent or unusable (`problem`), and load it."""
         if problem != "absent":
             self.notice(f"aiayn: the cached decoder step {entry} is unusable ({problem}): compiling it "
                         "again")
@@ -644,14 +652,60 @@ def _shapes(inputs: Any) -> Any:
 
 def build_alone(job: str) -> None:
     """`Alongside`'s process: compile one step into the cache, on one thread, from its example inputs
-    made of zeros; a failure is left to the process that needs the step, which compiles it itself."""
+    made of zeros (unless another process stored it meanwhile); a failure is left to the process that
+    needs the step, which compiles it itself."""
     torch.set_num_threads(1)
     entry, fields, module, inputs, dynamic = torch.load(job, weights_only=False)
-    module = torch.load(module, weights_only=False)
-    inputs = tree_map(lambda x: torch.zeros(x.shape, dtype=x.dtype, device=x.device)
-                      if isinstance(x, _Shape) else x, inputs)
-    with torch.no_grad():
-        build(entry, fields, module, inputs, dynamic(inputs))
+    with building(entry, fields, lambda message: None):
+        if check(entry, fields) is None:
+            return
+        module = torch.load(module, weights_only=False)
+        inputs = tree_map(lambda x: torch.zeros(x.shape, dtype=x.dtype, device=x.device)
+                          if isinstance(x, _Shape) else x, inputs)
+        with torch.no_grad():
+            build(entry, fields, module, inputs, dynamic(inputs))
+
+
+@contextlib.contextmanager
+def building(entry: Path, fields: dict[str, Any], notice: Callable[[str], None]) -> Iterator[None]:
+    """Hold the lock on compiling `entry`'s step (a lock file beside it, `fcntl.flock`), waiting, with
+    a notice, while another process holds it; the system lets go of a dead process's lock. Where the
+    lock cannot be taken (a cache that cannot be written, no `fcntl`) it goes on without it: two
+    processes then each compile the step, and the first to store it wins (`build`)."""
+    lock = _lock(entry.parent / f".{entry.name}.lock", lambda: notice(
+        f"aiayn: waiting for another process compiling the decoder step for {describe(fields)}"))
+    try:
+        yield
+    finally:
+        if lock is not None:  # removed while held (if still ours): a process blocked on it finds the
+            with contextlib.suppress(OSError):  # entry stored, one that comes later no lock to wait for
+                if os.stat(lock.name).st_ino == os.fstat(lock.fileno()).st_ino:
+                    os.unlink(lock.name)
+            lock.close()
+
+
+def _lock(path: Path, waiting: Callable[[], None]) -> Any:
+    """`path` opened and locked (the file object, to close), `waiting()` first if another holds it;
+    None if it cannot be."""
+    try:
+        import fcntl
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path, "wb")
+    except (ImportError, OSError):
+        return None
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            waiting()
+            fcntl.flock(lock, fcntl.LOCK_EX)
+    except BaseException as e:
+        lock.close()
+        if isinstance(e, OSError):
+            return None
+        raise
+    return lock
 
 
 def check_sizes(exported: torch.export.ExportedProgram, rows: int = 2) -> None:
