@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import signal
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -71,6 +74,23 @@ def step_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     os.environ["AIAYN_CACHE_DIR"] = str(path)
     os.environ["AIAYN_COMPILE_WORKERS"] = "0"  # steps compiled in the process that needs them, as tests
     return path  # count them; compiling alongside has its own test
+
+
+def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
+    """The directory `make` fills, made once for all the workers of a run (the first to ask makes it,
+    under a lock; the others wait for it): a session's trained model is trained once, not per worker.
+    Tests only read what is in it."""
+    root = tmp_path_factory.getbasetemp()
+    if WORKERS > 1:  # each worker's base directory lies in the run's
+        root = root.parent
+    path, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # let go when the file closes, or its process dies
+        if not done.exists():
+            shutil.rmtree(path, ignore_errors=True)  # what a worker that failed left
+            make(path)
+            done.touch()
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -165,7 +185,12 @@ def reverse_model(trained_run):
 @pytest.fixture(scope="session")
 def separate_model(tmp_path_factory):
     """A tiny reverse model with one vocabulary per language (source ids apart from target ids)."""
-    return train_reverse_model(tmp_path_factory.mktemp("separate"), steps=400, separate=True)
+    from aiayn import checkpoint
+    from aiayn.data.corpora import load_corpus
+
+    run = made_once(tmp_path_factory, "separate", lambda out: train_reverse_model(out, 400, separate=True))
+    loaded = checkpoint.load(checkpoint.resolve(run), "cpu", with_state=False)
+    return loaded.model.eval(), loaded.tokenizer, load_corpus("synthetic:reverse:val", "", "").source
 
 
 TRAINED_STEPS = 600  # updates of `trained_run`: enough to reverse 9 in 10 sentences on any CPU
@@ -178,14 +203,15 @@ def trained_run(tmp_path_factory):
     It is checked to do its task, so tests may rely on real translations ("a b c" -> "c b a")."""
     from aiayn.cli import main
 
-    run = tmp_path_factory.mktemp("runs") / "reverse"
-    code = main(["train", "--preset", "tiny", "--train", "synthetic:reverse", "--out", str(run),
-                 "--max-steps", str(TRAINED_STEPS), "--batch-tokens", "1024", "--warmup-steps", "200",
-                 "--valid-every", "300", "--save-every", "200", "--bleu-every", "300", "--bleu-beam", "2",
-                 "--output-bias"])
-    assert code == 0
-    check_reverses(run)
-    return run
+    def make(run: Path) -> None:
+        code = main(["train", "--preset", "tiny", "--train", "synthetic:reverse", "--out", str(run),
+                     "--max-steps", str(TRAINED_STEPS), "--batch-tokens", "1024", "--warmup-steps", "200",
+                     "--valid-every", "300", "--save-every", "200", "--bleu-every", "300", "--bleu-beam", "2",
+                     "--output-bias"])
+        assert code == 0
+        check_reverses(run)
+
+    return made_once(tmp_path_factory, "reverse", make)
 
 
 def check_reverses(run: Path) -> None:

@@ -16,6 +16,12 @@ from tests.conftest import one_layer_model, random_ids, tiny_model
 pytestmark = pytest.mark.usefixtures("compiled_cache")
 
 
+# Inputs whose steps several tests share (each graph compiled once for the file; the fuzzed searches'
+# graphs include them): greedy decoding of 6 sentences at 8 rows, then 4; one sentence's beam 4.
+GREEDY = random_ids(6, 7), torch.tensor([3] * 2 + [7] * 4)
+ONE_SENTENCE = random_ids(1, 8, seed=7), torch.tensor([9]), 4, 4
+
+
 def rows_compiled(model, first: bool = False) -> list[int]:
     """The row counts of the model's compiled steps: the searches' first steps, or the others."""
     return sorted(kind.rows for kind in graphs(model) if kind.first == first)
@@ -39,26 +45,26 @@ def assert_same_beam(model, src, limits, *search):
 
 
 def test_compiled_greedy_equals_eager_greedy_with_one_graph_per_row_bucket():
-    """10 sentences run as 16 rows (six finished copies), then as 8 once no more than 8 are left: two
+    """6 sentences run as 8 rows (two finished copies), then as 4 once no more than 4 are left: two
     graphs, each for every step but the first (eager: a batch's). A batch of another size, source
-    length, output length and padding reuses them; 7 sentences run as 8 rows."""
+    length, output length and padding reuses them; 5 sentences run as 8 rows."""
     model = one_layer_model()
-    assert_same_greedy(model, random_ids(10, 7), torch.tensor([3] * 4 + [7] * 6))
-    assert rows_compiled(model) == [8, 16] and rows_compiled(model, first=True) == []
+    assert_same_greedy(model, *GREEDY)
+    assert rows_compiled(model) == [4, 8] and rows_compiled(model, first=True) == []
 
-    src = random_ids(12, 11, seed=1)
+    src = random_ids(8, 11, seed=1)
     src[1, 6:] = model.config.pad_id  # a padded source
-    assert_same_greedy(model, src, torch.tensor([12, 4] * 6))
-    assert_same_greedy(model, src[:7], torch.tensor([5] * 7))
-    assert rows_compiled(model) == [8, 16] and rows_compiled(model, first=True) == []
+    assert_same_greedy(model, src, torch.tensor([12, 4] * 4))
+    assert_same_greedy(model, src[:5], torch.tensor([5] * 5))
+    assert rows_compiled(model) == [4, 8] and rows_compiled(model, first=True) == []
 
 
 def test_sampling_with_a_seed_draws_the_same_tokens_compiled_as_eagerly():
     """Only the rows still decoding draw, so the random numbers fall alike whichever rows a step runs:
-    10 sentences as 16 rows compiled (six copies topping the batch up), then 8; as 10 eagerly, the
+    6 sentences as 8 rows compiled (two copies topping the batch up), then 4; as 6 eagerly, the
     finished ones leaving later (the greedy test's graphs)."""
     model = one_layer_model()
-    src, limits = random_ids(10, 7), torch.tensor([3] * 4 + [7] * 6)
+    src, limits = GREEDY
 
     def sampled(step=None, top_k=0):
         generator = torch.Generator().manual_seed(5)
@@ -66,7 +72,7 @@ def test_sampling_with_a_seed_draws_the_same_tokens_compiled_as_eagerly():
 
     assert sampled(CompiledStep(model)) == sampled()
     assert sampled(CompiledStep(model), top_k=3) == sampled(top_k=3)
-    assert rows_compiled(model) == [8, 16]
+    assert rows_compiled(model) == [4, 8]
 
 
 def address(t: torch.Tensor) -> int:
@@ -86,8 +92,8 @@ def test_the_steps_of_a_model_keep_one_copy_of_its_weights(tmp_path, monkeypatch
     """A step's library holds the model's weights, which loading copies into memory. A model's next
     step uses the first one's weights instead where its entry's digests (name, layout, values) say
     they are the same, and frees its own copy; otherwise it keeps its own. The greedy test's graphs:
-    16 rows, then 8."""
-    model, src, limits = one_layer_model(), random_ids(10, 7), torch.tensor([3] * 4 + [7] * 6)
+    8 rows, then 4."""
+    model, (src, limits) = one_layer_model(), GREEDY
     assert_same_greedy(model, src, limits)
     ((_, step),) = compiled._steps[model].values()
     first, second = step.runners()
@@ -95,12 +101,12 @@ def test_the_steps_of_a_model_keep_one_copy_of_its_weights(tmp_path, monkeypatch
     entries = {recorded["fields"]["rows"]: (path, recorded["constants"])
                for path, recorded, _ in packages.entries()
                if all(recorded["fields"][key] == value for key, value in wanted.items())}
-    (_, sixteen), (entry, eight) = entries[16], entries[8]
+    (_, eight), (entry, four) = entries[8], entries[4]
     plain = [name for name, t in first.constants().items() if not t.is_mkldnn]  # biases, norms
-    assert plain and all(sixteen[name] == eight[name] for name in plain)
+    assert plain and all(eight[name] == four[name] for name in plain)
     # oneDNN lays its packed weights out alike for both row counts on the CPU measured (AMD EPYC,
     # AVX-512); where it would not, the steps keep a copy each.
-    assert share_weights(first, second) == (sixteen == eight)
+    assert share_weights(first, second) == (eight == four)
 
     # In another process, the 8-row step's entry says one of its weights differs: it keeps its own.
     shutil.copytree(packages.cache_dir(), tmp_path / "steps", ignore=shutil.ignore_patterns(".*"))
@@ -121,10 +127,10 @@ def test_a_search_of_one_or_two_sentences_compiles_its_first_step_too():
     sentences), is a graph of its own, and the search computes what the model's own steps do."""
     model = one_layer_model()
     assert compiled.FIRST_STEP_ROWS == 2
-    assert_same_beam(model, random_ids(1, 8, seed=7), torch.tensor([9]))
+    assert_same_beam(model, *ONE_SENTENCE)
     assert [(kind.rows, kind.output) for kind in graphs(model) if kind.first] == \
         [(2, "aiayn.decoding.beam.candidates")]
-    assert rows_compiled(model) == [3]  # the later steps: the sentence's 3 beams (its filler has left)
+    assert rows_compiled(model) == [4]  # the later steps: the sentence's 4 beams (its filler has left)
 
 
 def test_a_models_greedy_and_beam_search_steps_keep_one_copy_of_its_weights():
@@ -132,8 +138,8 @@ def test_a_models_greedy_and_beam_search_steps_keep_one_copy_of_its_weights():
     (where their entries' digests say they are the same), and loading them again for changed weights
     does not: the graphs of the greedy test and of the one-sentence beam test, compiled already."""
     model = one_layer_model()
-    assert_same_greedy(model, random_ids(10, 7), torch.tensor([3] * 4 + [7] * 6))
-    assert_same_beam(model, random_ids(1, 8, seed=7), torch.tensor([9]))
+    assert_same_greedy(model, *GREEDY)
+    assert_same_beam(model, *ONE_SENTENCE)
     (_, greedy), (_, beam) = compiled._steps[model].values()
     assert greedy.weights is beam.weights
     same = [recorded["constants"] for _, recorded, _ in packages.entries()
@@ -148,18 +154,18 @@ def test_a_models_greedy_and_beam_search_steps_keep_one_copy_of_its_weights():
 
 
 def test_compiled_beam_search_equals_eager_beam_search():
-    """Beam 3 with its 3-best lists: 9 sentences run as 16 (48 rows), then as 8 (24 rows) once at
-    most 8 are left; a second batch of 12 sentences reuses both graphs. The graphs find the beams'
+    """Beam 2 with its 2-best lists: 3 sentences run as 4 (8 rows), then as 2 (4 rows) once at most
+    2 are left; a second batch of 4 sentences reuses both graphs. The graphs find the beams'
     candidates themselves (`beam.candidates`), eos forced where a sentence reaches its length limit
-    (2 and 3 tokens) in a compiled step."""
-    model = tiny_model()
-    assert_same_beam(model, random_ids(9, 6, seed=3), torch.tensor([2] + [9] * 8))
-    assert rows_compiled(model) == [24, 48]  # beams of 16 sentences, then of 8
+    (2 and 3 tokens) in a compiled step. (The beam-size test's graphs.)"""
+    model = one_layer_model()
+    assert_same_beam(model, random_ids(3, 6, seed=3), torch.tensor([2, 9, 9]), 2, 2)
+    assert rows_compiled(model) == [4, 8]  # beams of 4 sentences, then of 2
 
-    src = random_ids(12, 9, seed=4)
+    src = random_ids(4, 9, seed=4)
     src[2, 5:] = model.config.pad_id
-    assert_same_beam(model, src, torch.tensor([8, 3] * 6))
-    assert rows_compiled(model) == [24, 48]
+    assert_same_beam(model, src, torch.tensor([8, 3] * 2), 2, 2)
+    assert rows_compiled(model) == [4, 8]
     assert {kind.output for kind in graphs(model)} == {"aiayn.decoding.beam.candidates"}  # in the graph
 
 
@@ -177,9 +183,10 @@ def test_beam_searches_of_the_same_rows_and_another_beam_size_get_steps_of_their
 
 @st.composite
 def searches(draw: st.DrawFn) -> dict:
-    """A search whose compiled steps other tests of this model compile anyway (greedy at 8 rows, beam 2
-    at 8 and 2, beam 4 at 8 and 4, a search's first step at 2), with anything else drawn: sources of any
-    length and padding (one-token ones run eagerly), output limits from 0, nbest, length penalties."""
+    """A search whose compiled steps other tests of this model compile anyway (greedy at 8 and 4 rows,
+    beam 2 at 8, 4 and 2, beam 4 at 8 and 4, a search's first step at 2), with anything else drawn:
+    sources of any length and padding (one-token ones run eagerly), output limits from 0, nbest,
+    length penalties."""
     beam = draw(st.sampled_from([1, 2, 4]))
     n = draw(st.integers(*{1: (5, 8), 2: (3, 4), 4: (1, 2)}[beam]))
     length = draw(st.integers(1, 9))
