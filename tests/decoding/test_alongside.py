@@ -9,7 +9,7 @@ import tempfile
 import pytest
 import torch
 
-from aiayn.decoding import beam_search, packages
+from aiayn.decoding import beam_search, compiled, packages
 from aiayn.decoding.compiled import CompiledStep
 from tests.conftest import one_layer_model, random_ids
 
@@ -35,4 +35,33 @@ def test_the_steps_a_search_shrinks_through_are_compiled_alongside_in_another_pr
     built_here = sorted(json.loads((entry / packages.ENTRY).read_text())["fields"]["rows"] for entry in cache)
     stored = sorted(recorded["fields"]["rows"] for _, recorded, _ in packages.entries())
     assert stored == [2, 4] and built_here == [4]
+    assert not list(tmp_path.glob("aiayn-step-*"))
+
+
+def test_the_steps_after_a_first_step_are_compiled_alongside_it(cache, tmp_path, monkeypatch, capsys):
+    """A beam search of 1 sentence (beam 2) runs its first step at 2 rows (one a sentence, topped up),
+    then its 2 beams. While this process compiles the first step, another compiles the later steps of
+    one sentence and of two (a request's), the one needed here first, from example inputs made to
+    their shapes (positions, and the table of the beams' histories, which a first step has not): the
+    search finds what the eager search finds."""
+    monkeypatch.setenv("AIAYN_COMPILE_WORKERS", "1")
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(compiled, "FIRST_STEP_ROWS", 2)  # as for users (`cache` runs it eagerly)
+    model = one_layer_model()
+    src, limits = random_ids(1, 6, seed=4), torch.tensor([9])
+    with torch.no_grad():
+        eager = beam_search(model, src, 2, 2, 0.6, "gnmt", limits)
+        found = beam_search(model, src, 2, 2, 0.6, "gnmt", limits, CompiledStep(model))
+    packages.alongside.stop()  # the step of two sentences, which this search does not need
+    assert [[h.tokens for h in hyps] for hyps in found] == [[h.tokens for h in hyps] for hyps in eager]
+    assert [h.score for hyps in found for h in hyps] == \
+        pytest.approx([h.score for hyps in eager for h in hyps], abs=1e-4)
+    err = capsys.readouterr().err
+    assert "compiling 2 more decoder steps alongside, in up to 1 other process: 4 rows, 2 rows" in err
+    built_here = [json.loads((entry / packages.ENTRY).read_text())["fields"] for entry in cache]
+    stored = {(f["rows"], f["first"], f["traced"]) for f in (r["fields"] for _, r, _ in packages.entries())}
+    assert [(f["rows"], f["first"]) for f in built_here] == [(2, True)]
+    needed = {(2, True, False), (2, False, True)}  # (rows, first, traced): the later one traced
+    assert needed <= stored <= needed | {(4, False, True)}
     assert not list(tmp_path.glob("aiayn-step-*"))

@@ -348,37 +348,47 @@ def _kind(step: _Step, inputs: tuple) -> packages.Kind:
 
 def _ahead(step: _Step, kind: packages.Kind, inputs: tuple) -> list[tuple[packages.Kind, Callable]]:
     """The steps a search running `kind` reaches as its sentences finish: the same step at each smaller
-    `row_bucket`, each with a function making example inputs of its rows (`_with_rows`). None for a
-    first step (one or two rows), or where a score function's input cannot be told by its rows."""
+    `row_bucket`, each with a function making example inputs of its rows (`_with_rows`). After a
+    search's first step (one or two sentences, one row each), the later steps of one and of two
+    sentences, a beam search's beams fanned out. None where a score function's input cannot be told
+    by its rows."""
     sentences, args = inputs[5][0][0].size(0), inputs[7:]  # the cross-attention keys' rows: (B/R, ...)
-    r = kind.rows // sentences  # rows per sentence
-    if kind.first or any(not isinstance(a, Tensor) or a.dim() and a.size(0) == sentences
-                         == step.model.config.vocab_size for a in args):
+    if any(not isinstance(a, Tensor) or a.dim() and a.size(0) == sentences == step.model.config.vocab_size
+           for a in args):
         return []
-    smaller = sorted({row_bucket(n, r) for n in range(1, sentences)} - {sentences}, reverse=True)
-    return [(replace(kind, rows=n * r), functools.partial(_with_rows, inputs, n, r)) for n in smaller]
+    if kind.first:  # R after it: a beam search's K beams (traced), or greedy decoding's one row
+        later, r = replace(kind, first=False, traced=kind.beams > 0), max(kind.beams, 1)
+        counts = {row_bucket(n, r) for n in range(1, sentences + 1)}
+    else:
+        later, r = kind, kind.rows // sentences
+        counts = {row_bucket(n, r) for n in range(1, sentences)} - {sentences}
+    return [(replace(later, rows=n * r), functools.partial(_with_rows, inputs, n, r, later.traced))
+            for n in sorted(counts, reverse=True)]
 
 
-def _with_rows(inputs: tuple, sentences: int, r: int) -> tuple:
-    """Example inputs of a step for `sentences` x `r` rows, shaped as another row count's `inputs`
-    (their values unset: export traces shapes). A score function's inputs of a row per sentence are
-    those whose first size is the sentences' (`_ahead` made sure the vocabulary's differs). The source
-    and the cache's capacity are made short, of lengths that no other size has (export might take
-    two equal sizes for one)."""
-    last_tokens, table, keys, values, ancestors, cross_attn, mask, *args = inputs
-    b, old, taken = sentences * r, cross_attn[0][0].size(0), {table.size(0), sentences * r, sentences}
-    source = next(n for n in itertools.count(2) if n not in taken)
-    capacity = next(n for n in itertools.count(table.size(0) + 1) if n not in taken | {source})
+def _with_rows(inputs: tuple, sentences: int, r: int, traced: bool) -> tuple:
+    """Example inputs of a later step for `sentences` x `r` rows, shaped as another step's `inputs` (a
+    first step's too: its one position becomes several, and with `traced`, the rows get a table of
+    where their histories lie); their values unset: export traces shapes. A score function's inputs
+    of a row per sentence are those whose first size is the sentences' (`_ahead` made sure the
+    vocabulary's differs). Positions, source and the cache's capacity are made short, of lengths
+    that no other size has (export might take two equal sizes for one)."""
+    last_tokens, table, keys, values, _, cross_attn, mask, *args = inputs
+    b, old, taken = sentences * r, cross_attn[0][0].size(0), {sentences * r, sentences}
+    positions = table.size(0) if table.size(0) > 1 else next(n for n in itertools.count(2) if n not in taken)
+    source = next(n for n in itertools.count(2) if n not in taken | {positions})
+    capacity = next(n for n in itertools.count(positions + 1) if n not in taken | {source})
 
-    def like(x: Tensor, *shape: int) -> Tensor:
-        return torch.empty(shape, dtype=x.dtype, device=x.device)
+    def like(x: Tensor, *shape: int, dtype: torch.dtype | None = None) -> Tensor:
+        return torch.empty(shape, dtype=dtype or x.dtype, device=x.device)
 
     def cross(x: Tensor) -> Tensor:  # (B/R, H, S, K)
         return like(x, sentences, x.size(1), source, x.size(3))
 
-    return (like(last_tokens, b), table, [like(k, b, capacity, *k.shape[2:]) for k in keys],
+    return (like(last_tokens, b), like(table, positions, table.size(1)),
+            [like(k, b, capacity, *k.shape[2:]) for k in keys],
             [like(v, b, capacity, *v.shape[2:]) for v in values],
-            None if ancestors is None else like(ancestors, b, capacity),  # (B, C)
+            like(last_tokens, b, capacity, dtype=torch.long) if traced else None,  # (B, C)
             [(cross(k), cross(v)) for k, v in cross_attn],
             like(mask, sentences, 1, 1, source),
             *[like(a, sentences, *a.shape[1:]) if a.dim() and a.size(0) == old else a for a in args])
