@@ -50,7 +50,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from weakref import WeakKeyDictionary
 
 import torch
@@ -684,8 +684,8 @@ def building(entry: Path, fields: dict[str, Any], notice: Callable[[str], None])
             lock.close()
 
 
-def _lock(path: Path, waiting: Callable[[], None]) -> Any:
-    """`path` opened and locked (the file object, to close), `waiting()` first if another holds it;
+def _lock(path: Path, waiting: Callable[[], None]) -> BinaryIO | None:
+    """`path` opened and locked (the file, to close), `waiting()` first if another process holds it;
     None if it cannot be."""
     try:
         import fcntl
