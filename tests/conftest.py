@@ -76,13 +76,17 @@ def step_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path  # count them; compiling alongside has its own test
 
 
+def run_directory(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The directory of this pytest run that all its workers share."""
+    root = tmp_path_factory.getbasetemp()
+    return root.parent if WORKERS > 1 else root  # each worker's base directory lies in the run's
+
+
 def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
     """The directory `make` fills, made once for all the workers of a run (the first to ask makes it,
     under a lock; the others wait for it): a session's trained model is trained once, not per worker.
     Tests only read what is in it."""
-    root = tmp_path_factory.getbasetemp()
-    if WORKERS > 1:  # each worker's base directory lies in the run's
-        root = root.parent
+    root = run_directory(tmp_path_factory)
     path, done = root / name, root / f"{name}.done"
     with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # let go when the file closes, or its process dies
@@ -97,11 +101,9 @@ def made_once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callabl
 def _compiled_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One directory for all the workers of a run (the cache is safe for processes filling it at once):
     a step one worker compiled, the others load."""
-    if WORKERS > 1:  # each worker's base directory lies in the run's
-        path = tmp_path_factory.getbasetemp().parent / "aiayn-compiled"
-        path.mkdir(exist_ok=True)
-        return path
-    return tmp_path_factory.mktemp("aiayn-compiled")
+    path = run_directory(tmp_path_factory) / "aiayn-compiled"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 @pytest.fixture

@@ -700,10 +700,11 @@ def _lock(path: Path, waiting: Callable[[], None]) -> BinaryIO | None:
         except BlockingIOError:
             waiting()
             fcntl.flock(lock, fcntl.LOCK_EX)
-    except BaseException as e:
+    except OSError:
         lock.close()
-        if isinstance(e, OSError):
-            return None
+        return None
+    except BaseException:  # interrupted while waiting
+        lock.close()
         raise
     return lock
 
