@@ -606,17 +606,18 @@ class Alongside:
 
     def _ended(self, entry: Path | None) -> None:
         """`entry`'s process has ended (if it ran): its job file goes, and the modules' files once no
-        job is left."""
+        job is left. Removed while the lock is held: once `stop` returns, none is left (a job's
+        thread that took the files out of the table would otherwise remove them later, or never, if
+        the process exits first)."""
         with self._lock:
             process, job = self._running.get(entry, (None, None))
             if process is not None and process.poll() is not None:
                 del self._running[entry]
                 job.unlink(missing_ok=True)
-            modules = [] if self._queued or self._running else list(self._modules.values())
-            if modules:
+            if not self._queued and not self._running:
+                for path in self._modules.values():
+                    path.unlink(missing_ok=True)
                 self._modules.clear()
-        for path in modules:
-            path.unlink(missing_ok=True)
 
 
 def _saved(what: Any) -> Path | None:
