@@ -13,7 +13,7 @@ from aiayn.config import ConfigError
 from aiayn.data.corpora import load_corpus
 from aiayn.decoding import translator
 from aiayn.decoding.translator import translate
-from aiayn.translation import FIRST_CHUNK, load_model, load_translator, model_format
+from aiayn.translation import CONFIGS, FIRST_CHUNK, load_model, load_translator, model_format
 
 SENTENCES = ["a b c", "", "d e f g h", "q r"]
 
@@ -92,6 +92,26 @@ def test_options_per_call_override_the_defaults_and_nbest_gives_alternatives(tra
     scores = [t.score for t in (best, *best.alternatives)]
     assert scores == sorted(scores, reverse=True)
     assert translator.translate(["a b c d"])[0].alternatives == []
+
+
+def test_settings_checked_once_come_back_and_wrong_ones_are_refused_every_time(trained_run):
+    translator = load_translator(trained_run)
+    first = translator.config(beam_size=2, format="text")
+    assert (first.beam_size, first.format) == (2, "text")
+    assert translator.config(format="text", beam_size=2) is first  # kept: not built and checked again
+    for _ in range(2):  # a wrong setting is never kept
+        with pytest.raises(ConfigError, match="beam_size=0"):
+            translator.config(beam_size=0)
+    translator.config(beam_size=1)
+    with pytest.raises(ConfigError, match="beam_size=True must be an integer"):  # True == 1, not kept for it
+        translator.config(beam_size=True)
+    translator.defaults = translator.config(length_penalty=1.5)  # new defaults: settings built on them
+    assert translator.config(beam_size=2, format="text").length_penalty == 1.5
+    with pytest.raises(ConfigError, match="beam_size=\\[2\\] must be"):  # not a key: checked anyway
+        translator.config(beam_size=[2])
+    for alpha in range(200):  # kept settings are bounded
+        translator.config(length_penalty=alpha / 10)
+    assert len(translator._configs) <= CONFIGS
 
 
 def test_a_stream_translates_like_a_list_and_reads_only_what_it_needs(trained_run):

@@ -43,6 +43,7 @@ CHUNK = 2048  # lines that translate_stream sorts by length into batches and tra
 FIRST_CHUNK = 128  # lines of its first chunk, then whole chunks: the first lines come out soon. A first
 # chunk of 128 (one whole batch) made 7% fewer decoder steps on a 1,000-line file than 64, its first
 # line 0.3 s later
+CONFIGS = 64  # kinds of settings `Translator.config` keeps, checked
 
 __all__ = ["AttentionView", "LoadedModel", "Segments", "Translation", "Translator", "load_model",
            "load_translator", "prepare"]
@@ -261,6 +262,7 @@ class Translator:
         self._engine, self.defaults, self.model, self.tokenizer = engine, defaults, model, tokenizer
         self.src_lang, self.tgt_lang, self.description = src_lang, tgt_lang, description
         self.max_source_len = max_source_len  # source tokens of the longest sentence the model takes
+        self._configs: dict[tuple[Any, ...], cfg.DecodeConfig] = {}  # `config`'s, by defaults and options
 
     @property
     def compiled_steps(self) -> int:
@@ -283,12 +285,25 @@ class Translator:
                 self.translate([" ".join(["warm"] * (1 + i % 24)) for i in range(min(n, most))])
 
     def config(self, **options: Any) -> cfg.DecodeConfig:
-        """The settings of a call: the defaults with `options` on top, checked. (A server asks for
-        them twice a request: the defaults, checked once, come back as they are.)"""
+        """The settings of a call: the defaults with `options` on top, checked. A server asks for them
+        three times a request (its limits, the cutting, the search), mostly with the same few options:
+        the settings already checked (the last `CONFIGS` kinds) come back as they are."""
         if not options:
             return self.defaults
+        key = (self.defaults, *sorted((name, type(v), v) for name, v in options.items()))  # True is not 1
+        try:
+            return self._configs[key]
+        except TypeError:  # an option that cannot be a key (a list): checked each time
+            key = None
+        except KeyError:
+            pass
         fields = {f.name: getattr(self.defaults, f.name) for f in dataclasses.fields(self.defaults)}
-        return cfg.build(cfg.DecodeConfig, {**fields, **options}, "translate options")
+        config = cfg.build(cfg.DecodeConfig, {**fields, **options}, "translate options")
+        if key is not None:
+            if len(self._configs) >= CONFIGS:
+                self._configs.clear()
+            self._configs[key] = config
+        return config
 
     def segment(self, texts: Sequence[str], **options: Any) -> list[Segments]:
         """Each text as `translate` cuts it into sentences (options: split, max_source_len), with their
