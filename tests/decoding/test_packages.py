@@ -213,6 +213,30 @@ def test_a_step_another_process_is_compiling_is_waited_for_and_loaded_not_compil
     assert said[1] == ["aiayn: waiting for another process compiling the decoder step for 2 rows, greedy"]
 
 
+def test_a_step_another_process_is_compiling_is_left_to_it_not_compiled_alongside_too(tmp_path, monkeypatch):
+    """The steps a search will need next are compiled alongside (`Packages._compile_ahead`), but not
+    one that another process is compiling (it holds the step's lock): a process of ours would only
+    wait for it. The probe of the lock neither waits nor leaves a lock file."""
+    monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(packages.alongside, "workers", lambda: 1)
+    submitted = []  # the row counts given to processes of ours
+    monkeypatch.setattr(packages.alongside, "submit", lambda _, fields, *__: submitted.append(fields["rows"]))
+    model, inputs = torch.nn.Linear(2, 2), (torch.zeros(1), torch.zeros(1))
+    later = [packages.Kind(rows, "logits", False) for rows in (4, 2)]
+    steps = packages.Packages(model, lambda *_: None, lambda inputs: (), lambda message: None,
+                              ahead=lambda module, kind, inputs: [(k, lambda: inputs) for k in later])
+    steps._weights = packages.weights_digest(model)
+    fields = packages.entry_fields(steps._weights, later[0], inputs[1])
+    four = packages.cache_dir() / packages.entry_name(fields)
+    assert not packages.compiling_elsewhere(four)  # no lock file: nobody compiles it
+    with fails_if_hung(), packages.building(four, fields, lambda message: None):  # "another process"
+        assert packages.compiling_elsewhere(four)
+        steps._compile_ahead(packages.Kind(8, "logits", False), inputs)
+    assert submitted == [2]
+    assert not packages.compiling_elsewhere(four)
+    assert list(packages.cache_dir().iterdir()) == []  # the lock went with its holder; the probe made none
+
+
 def test_a_stored_library_untouched_since_is_not_read_again_and_one_replaced_is(tmp_path, monkeypatch):
     """On the CPU an entry keeps the package's library alone; a later check hashes it again only if
     the file is not the one stored (here: replaced by a copy, then by a damaged copy)."""

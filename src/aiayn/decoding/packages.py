@@ -175,7 +175,8 @@ class Packages:
         for other, make_inputs in self.ahead(self.module, kind, inputs):
             fields = entry_fields(self._weights, other, inputs[1])
             entry = cache_dir() / entry_name(fields)
-            if other not in self._runners and not alongside.has(entry) and check(entry, fields) == "absent":
+            if other not in self._runners and not alongside.has(entry) and check(entry, fields) == "absent" \
+                    and not compiling_elsewhere(entry):
                 missing.append((entry, fields, make_inputs))
         if not missing:
             return
@@ -673,7 +674,7 @@ def building(entry: Path, fields: dict[str, Any], notice: Callable[[str], None])
     a notice, while another process holds it; the system lets go of a dead process's lock. Where the
     lock cannot be taken (a cache that cannot be written, no `fcntl`) it goes on without it: two
     processes then each compile the step, and the first to store it wins (`build`)."""
-    lock = _lock(entry.parent / f".{entry.name}.lock", lambda: notice(
+    lock = _lock(_lock_path(entry), lambda: notice(
         f"aiayn: waiting for another process compiling the decoder step for {describe(fields)}"))
     try:
         yield
@@ -683,6 +684,30 @@ def building(entry: Path, fields: dict[str, Any], notice: Callable[[str], None])
                 if os.stat(lock.name).st_ino == os.fstat(lock.fileno()).st_ino:
                     os.unlink(lock.name)
             lock.close()
+
+
+def compiling_elsewhere(entry: Path) -> bool:
+    """Whether a process holds the lock on compiling `entry`'s step now (`building`): a probe that
+    neither waits nor makes a lock file."""
+    try:
+        import fcntl
+
+        probe = os.open(_lock_path(entry), os.O_RDONLY)
+    except (ImportError, OSError):  # no lock file: nobody compiles it
+        return False
+    try:
+        fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)  # let go at once, when closed
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(probe)
+    return False
+
+
+def _lock_path(entry: Path) -> Path:
+    return entry.parent / f".{entry.name}.lock"
 
 
 def _lock(path: Path, waiting: Callable[[], None]) -> BinaryIO | None:
