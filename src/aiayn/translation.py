@@ -287,7 +287,7 @@ class Translator:
     def config(self, **options: Any) -> cfg.DecodeConfig:
         """The settings of a call: the defaults with `options` on top, checked. A server asks for them
         three times a request (its limits, the cutting, the search), mostly with the same few options:
-        the settings already checked (the last `CONFIGS` kinds) come back as they are."""
+        settings checked before (up to `CONFIGS` kinds of them) come back as they are."""
         if not options:
             return self.defaults
         key = (self.defaults, *sorted((name, type(v), v) for name, v in options.items()))  # True is not 1
