@@ -1,7 +1,9 @@
 """Load on `aiayn serve`: concurrent single-sentence clients against the server with batching across
 requests, the same server translating one request at a time (--no-batching, as OpenNMT-py's,
 LibreTranslate's and marian-server's do), and offline `Translator.translate` on the same
-sentences (the ceiling), side by side in one run. Then, optionally, a soak at 32 clients that
+sentences: in one call (the ceiling, batches of 128 sorted by length) and in batches of as many
+sentences as there are clients, in the order they come (the most a server's batches can hold),
+side by side in one run. Then, optionally, a soak at 32 clients that
 samples the server's resident memory every 30 s.
 
     python benchmarks/serve_load.py --model runs/quickstart              # 1, 8, 32, 128 clients
@@ -87,6 +89,17 @@ def run_levels(model: str, sentences: list[str], args) -> tuple[list[dict], str]
     rows = [{"system": "offline Translator.translate (ceiling)", "clients": "-",
              "sent_s": len(wanted) / offline_s, "tok_s": tokens / offline_s,
              "p50": None, "p95": None, "p99": None, "errors": 0, "cpu": offline_cpu / len(wanted)}]
+    # The same translator given the batches a server with c clients can form at most: c sentences in
+    # the order they come, not 128 sorted by length. The server against these rows is its own cost
+    # (HTTP, the batcher, the event loop); these against the ceiling, the cost of small batches.
+    for clients in (c for c in args.clients if c > 1):
+        started, cpu = time.perf_counter(), time.process_time()
+        batches = [translator.translate(wanted[i:i + clients]) for i in range(0, len(wanted), clients)]
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        rows.append({"system": f"offline Translator.translate, batches of {clients} as they come",
+                     "clients": clients, "sent_s": len(wanted) / seconds,
+                     "tok_s": sum(len(t.tokens) for b in batches for t in b) / seconds,
+                     "p50": None, "p95": None, "p99": None, "errors": 0, "cpu": cpu / len(wanted)})
     del translator
     for batching in (True, False):
         with serve(model, args.threads, batching) as url:
@@ -94,7 +107,7 @@ def run_levels(model: str, sentences: list[str], args) -> tuple[list[dict], str]
                 result = asyncio.run(load(url, wanted, clients))
                 rows.append({"system": "aiayn serve" + ("" if batching else " --no-batching"),
                              "clients": clients, **result})
-    notes = _verdicts(rows, len(wanted) / offline_s, single)
+    notes = _verdicts(rows, len(wanted) / offline_s, single, len(singles) / sum(singles))
     return rows, notes
 
 
@@ -277,18 +290,30 @@ def _table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _verdicts(rows: list[dict], ceiling: float, single: float) -> str:
+def _verdicts(rows: list[dict], ceiling: float, single: float, singles_s: float) -> str:
+    """`single`: the offline single sentence's median seconds; `singles_s`: sentences/s one at a time."""
     on = {r["clients"]: r for r in rows if r["system"] == "aiayn serve"}
     off = {r["clients"]: r for r in rows if r["system"] == "aiayn serve --no-batching"}
     offline_cpu = next(r["cpu"] for r in rows if r["clients"] == "-")
+    alike = {r["clients"]: r for r in rows if r["system"].startswith("offline Translator.translate, batches")}
     notes = [f"Offline ceiling {ceiling:,.1f} sentences/s; offline single sentence "
-             f"{single * 1000:,.1f} ms (median). CPU per sentence: the server process's own (the load "
-             "generator's share of the machine left out) against the offline translator's."]
+             f"{single * 1000:,.1f} ms (median), {singles_s:,.1f} sentences/s one at a time. CPU per "
+             "sentence: the server process's own (the load generator's share of the machine left out) "
+             "against the offline translator's; then that ratio's two parts: the server against the "
+             "offline translator given batches of as many sentences as there are clients, in the order "
+             "they come (the server's own cost), and those batches against the ceiling's."]
     for c in sorted(on):
         ratio = on[c]["cpu"] / offline_cpu
         target = f" (target <= 1.2x: {'met' if ratio <= 1.2 else 'not met'})" if c == 32 else ""
+        parts = "" if c not in alike else (
+            f" = {on[c]['cpu'] / alike[c]['cpu']:.2f}x the offline translator's in batches of {c} "
+            f"x {alike[c]['cpu'] / offline_cpu:.2f}x")
         notes.append(f"- {c} clients: the server's CPU per sentence {ratio:.2f}x the offline "
-                     f"translator's{target}.")
+                     f"translator's{target}{parts}.")
+    for c in sorted(alike):
+        per_s = alike[c]["sent_s"]
+        notes.append(f"- The offline translator in batches of {c} as they come: {per_s / singles_s:.2f}x its "
+                     f"sentences/s one at a time, {per_s / ceiling:.2f}x the ceiling.")
     for c in sorted(on):
         if c in off and c != 1:
             ratio_off, ratio_ceiling = on[c]["sent_s"] / off[c]["sent_s"], on[c]["sent_s"] / ceiling
