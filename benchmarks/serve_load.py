@@ -2,9 +2,10 @@
 requests, the same server translating one request at a time (--no-batching, as OpenNMT-py's,
 LibreTranslate's and marian-server's do), and offline `Translator.translate` on the same
 sentences: in one call (the ceiling, batches of 128 sorted by length) and in batches of as many
-sentences as there are clients, in the order they come (the most a server's batches can hold),
-side by side in one run. Then, optionally, a soak at 32 clients that
-samples the server's resident memory every 30 s.
+sentences as there are clients, in the order they come (the most a server's batches can hold).
+Level by level, each system right after the other, so that a level's ratios do not take in the
+machine's drift between minutes. Then, optionally, a soak at 32 clients that samples the server's
+resident memory every 30 s.
 
     python benchmarks/serve_load.py --model runs/quickstart              # 1, 8, 32, 128 clients
     python benchmarks/serve_load.py --model runs/quickstart --soak-minutes 10 --record
@@ -73,42 +74,54 @@ def main() -> None:
 
 
 def run_levels(model: str, sentences: list[str], args) -> tuple[list[dict], str]:
+    """Each client level in turn: the offline translator (one call, batches of as many sentences as
+    clients, one sentence at a time), then the server with batching, then the one without, each
+    right after the other. This machine's speed drifts by a fifth within minutes
+    (benchmarks/RESULTS.md), so a level's ratios come from measurements seconds apart."""
     translator = load_translator(model, device="cpu", threads=args.threads)
     translator.translate(sentences[:64])  # warm
     wanted = [sentences[i % len(sentences)] for i in range(args.requests)]
+    levels = []
+    with serve(model, args.threads, True) as batched, serve(model, args.threads, False) as one_at_a_time:
+        for clients in args.clients:
+            level = {"clients": clients, "ceiling": _offline(translator, wanted, None),
+                     "single": _singles(translator, sentences[:50])}
+            if clients > 1:
+                level["alike"] = _offline(translator, wanted, clients)
+            level["on"] = asyncio.run(load(batched, wanted, clients))
+            level["off"] = asyncio.run(load(one_at_a_time, wanted, clients))
+            levels.append(level)
+    rows = []
+    for level in levels:
+        c = level["clients"]
+        rows.append({"system": "offline Translator.translate (ceiling)", "clients": c, **level["ceiling"]})
+        if "alike" in level:
+            rows.append({"system": f"offline Translator.translate, batches of {c} as they come", "clients": c,
+                         **level["alike"]})
+        rows.append({"system": "aiayn serve", "clients": c, **level["on"]})
+        rows.append({"system": "aiayn serve --no-batching", "clients": c, **level["off"]})
+    return rows, _verdicts(levels)
+
+
+def _offline(translator, sentences: list[str], batch: int | None) -> dict:
+    """`Translator.translate` on `sentences`: in one call (batches of 128 sorted by length), or in
+    batches of `batch` in the order they come (the most a server with that many clients can form)."""
     started, cpu = time.perf_counter(), time.process_time()
-    offline = translator.translate(wanted)
-    offline_s, offline_cpu = time.perf_counter() - started, time.process_time() - cpu
-    tokens = sum(len(t.tokens) for t in offline)
-    singles = []
-    for s in sentences[:50]:
+    step = batch or len(sentences)
+    done = [t for i in range(0, len(sentences), step) for t in translator.translate(sentences[i:i + step])]
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"sent_s": len(sentences) / seconds, "tok_s": sum(len(t.tokens) for t in done) / seconds,
+            "p50": None, "p95": None, "p99": None, "errors": 0, "cpu": cpu / len(sentences)}
+
+
+def _singles(translator, sentences: list[str]) -> dict:
+    """One sentence at a time: the median seconds, and sentences per second."""
+    seconds = []
+    for s in sentences:
         started = time.perf_counter()
         translator.translate([s])
-        singles.append(time.perf_counter() - started)
-    single = statistics.median(singles)
-    rows = [{"system": "offline Translator.translate (ceiling)", "clients": "-",
-             "sent_s": len(wanted) / offline_s, "tok_s": tokens / offline_s,
-             "p50": None, "p95": None, "p99": None, "errors": 0, "cpu": offline_cpu / len(wanted)}]
-    # The same translator given the batches a server with c clients can form at most: c sentences in
-    # the order they come, not 128 sorted by length. The server against these rows is its own cost
-    # (HTTP, the batcher, the event loop); these against the ceiling, the cost of small batches.
-    for clients in (c for c in args.clients if c > 1):
-        started, cpu = time.perf_counter(), time.process_time()
-        batches = [translator.translate(wanted[i:i + clients]) for i in range(0, len(wanted), clients)]
-        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-        rows.append({"system": f"offline Translator.translate, batches of {clients} as they come",
-                     "clients": clients, "sent_s": len(wanted) / seconds,
-                     "tok_s": sum(len(t.tokens) for b in batches for t in b) / seconds,
-                     "p50": None, "p95": None, "p99": None, "errors": 0, "cpu": cpu / len(wanted)})
-    del translator
-    for batching in (True, False):
-        with serve(model, args.threads, batching) as url:
-            for clients in args.clients:
-                result = asyncio.run(load(url, wanted, clients))
-                rows.append({"system": "aiayn serve" + ("" if batching else " --no-batching"),
-                             "clients": clients, **result})
-    notes = _verdicts(rows, len(wanted) / offline_s, single, len(singles) / sum(singles))
-    return rows, notes
+        seconds.append(time.perf_counter() - started)
+    return {"median": statistics.median(seconds), "sent_s": len(seconds) / sum(seconds)}
 
 
 async def load(url: str, sentences: list[str], clients: int) -> dict:
@@ -290,43 +303,38 @@ def _table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _verdicts(rows: list[dict], ceiling: float, single: float, singles_s: float) -> str:
-    """`single`: the offline single sentence's median seconds; `singles_s`: sentences/s one at a time."""
-    on = {r["clients"]: r for r in rows if r["system"] == "aiayn serve"}
-    off = {r["clients"]: r for r in rows if r["system"] == "aiayn serve --no-batching"}
-    offline_cpu = next(r["cpu"] for r in rows if r["clients"] == "-")
-    alike = {r["clients"]: r for r in rows if r["system"].startswith("offline Translator.translate, batches")}
-    notes = [f"Offline ceiling {ceiling:,.1f} sentences/s; offline single sentence "
-             f"{single * 1000:,.1f} ms (median), {singles_s:,.1f} sentences/s one at a time. CPU per "
-             "sentence: the server process's own (the load generator's share of the machine left out) "
-             "against the offline translator's; then that ratio's two parts: the server against the "
-             "offline translator given batches of as many sentences as there are clients, in the order "
-             "they come (the server's own cost), and those batches against the ceiling's."]
-    for c in sorted(on):
-        ratio = on[c]["cpu"] / offline_cpu
-        target = f" (target <= 1.2x: {'met' if ratio <= 1.2 else 'not met'})" if c == 32 else ""
-        parts = "" if c not in alike else (
-            f" = {on[c]['cpu'] / alike[c]['cpu']:.2f}x the offline translator's in batches of {c} "
-            f"x {alike[c]['cpu'] / offline_cpu:.2f}x")
-        notes.append(f"- {c} clients: the server's CPU per sentence {ratio:.2f}x the offline "
-                     f"translator's{target}{parts}.")
-    for c in sorted(alike):
-        per_s = alike[c]["sent_s"]
-        notes.append(f"- The offline translator in batches of {c} as they come: {per_s / singles_s:.2f}x its "
-                     f"sentences/s one at a time, {per_s / ceiling:.2f}x the ceiling.")
-    for c in sorted(on):
-        if c in off and c != 1:
-            ratio_off, ratio_ceiling = on[c]["sent_s"] / off[c]["sent_s"], on[c]["sent_s"] / ceiling
-            target = c in (32, 128)
-            met = ratio_off >= 5 and ratio_ceiling >= 0.7 and on[c]["errors"] == 0
+def _verdicts(levels: list[dict]) -> str:
+    ceilings = [level["ceiling"]["sent_s"] for level in levels]
+    notes = [f"Offline ceiling {min(ceilings):,.1f}-{max(ceilings):,.1f} sentences/s. Each level's ratios "
+             "are against the offline translator measured just before it. CPU per sentence: the server "
+             "process's own (the load generator's share of the machine left out) against the offline "
+             "translator's; then that ratio's two parts: the server against the offline translator given "
+             "batches of as many sentences as there are clients, in the order they come (the server's own "
+             "cost), and those batches against the ceiling's."]
+    for level in levels:
+        c, on, off, ceiling = level["clients"], level["on"], level["off"], level["ceiling"]
+        ratio = on["cpu"] / ceiling["cpu"]
+        line = (f"- {c} client{'s' if c > 1 else ''}: the server's CPU per sentence {ratio:.2f}x the "
+                "offline translator's")
+        if c == 32:
+            line += f" (target <= 1.2x: {'met' if ratio <= 1.2 else 'not met'})"
+        if "alike" in level:
+            alike = level["alike"]
+            batching = alike["sent_s"] / level["single"]["sent_s"]
+            line += (f" = {on['cpu'] / alike['cpu']:.2f}x the offline translator's in batches of {c} x "
+                     f"{alike['cpu'] / ceiling['cpu']:.2f}x; those batches make {batching:.2f}x its "
+                     "sentences/s one at a time")
+        notes.append(line + ".")
+        if c == 1:
+            p50, most = on["p50"], level["single"]["median"] + 0.010
+            notes.append(f"  p50 {p50 * 1000:,.1f} ms against the offline single sentence + 10 ms = "
+                         f"{most * 1000:,.1f} ms ({'met' if p50 <= most else 'not met'}).")
+        else:
+            ratio_off, ratio_ceiling = on["sent_s"] / off["sent_s"], on["sent_s"] / ceiling["sent_s"]
+            met = ratio_off >= 5 and ratio_ceiling >= 0.7 and on["errors"] == 0
             verdict = f" (target >= 5x and >= 0.7x, no errors: {'met' if met else 'not met'})"
-            notes.append(f"- {c} clients: {ratio_off:.2f}x the one-at-a-time server, {ratio_ceiling:.2f}x "
-                         f"the offline ceiling, {on[c]['errors']} errors{verdict if target else ''}.")
-    if 1 in on:
-        p50 = on[1]["p50"]
-        met = p50 <= single + 0.010
-        notes.append(f"- 1 client: p50 {p50 * 1000:,.1f} ms against the offline single sentence + 10 ms = "
-                     f"{(single + 0.010) * 1000:,.1f} ms ({'met' if met else 'not met'}).")
+            notes.append(f"  {ratio_off:.2f}x the one-at-a-time server, {ratio_ceiling:.2f}x the offline "
+                         f"ceiling, {on['errors']} errors{verdict if c in (32, 128) else ''}.")
     return "\n".join(notes)
 
 
