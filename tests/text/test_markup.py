@@ -6,6 +6,8 @@ import re
 from html.parser import HTMLParser
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aiayn.data.corpora import load_corpus
 from aiayn.text.blocks import aligned, proportional, token_spans
@@ -92,7 +94,7 @@ def test_only_text_is_translated_and_kept_elements_are_not():
     assert tags(out) == tags(PAGE)
     for kept in ["if (a < b) { x = \"</p>\"; }", "p > b { color: red; }", "<code>ls -l</code>",
                  "<pre>  keep   this\n  as is </pre>", "Do not translate.", ">Brand X</span>",
-                 "&copy;", "&nbsp;", "&lt;FILES&gt;"]:
+                 "&copy;", "IT\xa0RAINS.", "&lt;FILES&gt;"]:  # "\xa9" is copied, "it&nbsp;rains." is not
         assert kept in out
     assert "<b>RED</b>" in out and '<a href="/snow?a=1&amp;b=2">SNOW</a>' in out
     assert "<h1 id=\"top\">A DOG RUNS.</h1>" in out and "<i>SECOND ITEM.</i>" in out
@@ -212,3 +214,75 @@ def test_the_test_model_translates_html_as_it_translates_its_text(trained_run, t
         return translator.translate([text], format="html", beam_size=1)[0].text
 
     check_snippets(translate_doc, plain.__getitem__, sentences, 40)
+
+
+# --- entities: written only where the source wrote them -------------------------------------------
+ENTITIES = {"&": ["&amp;", "&#38;"], "<": ["&lt;", "&#x3C;"], "l": ["&#108;", "&#x6c;"], ";": ["&#59;"],
+            "\xa0": ["&nbsp;", "&#160;"], "\xa9": ["&copy;"], "\xe9": ["&eacute;", "&#233;"]}
+WORDS = ["like", "Tom", "Jerry", "5", "6.", "caf\xe9", "\xa9", "5\xa0km", "a&b", "x<y", "AT&T;", "well"]
+
+
+@st.composite
+def spelled_word(draw):
+    """(a word, the word as HTML with some of its characters written as entities)."""
+    word = draw(st.sampled_from(WORDS))
+    written = []
+    for char in word:
+        spellings = [html.escape(char, quote=False), *ENTITIES.get(char, [])]
+        written.append(draw(st.sampled_from(spellings)))
+    return word, "".join(written)
+
+
+@st.composite
+def entity_page(draw):
+    """HTML with entities in its text and in its attributes."""
+    blocks = []
+    for _ in range(draw(st.integers(1, 3))):
+        words = draw(st.lists(spelled_word(), min_size=1, max_size=8))
+        body = [w for _, w in words]
+        if len(body) > 1 and draw(st.booleans()):
+            k = draw(st.integers(0, len(body) - 1))
+            body[k] = f'<a href="/?q=a&amp;b=&#108;&lt;" title="&copy; &#233;t&eacute;">{body[k]}</a>'
+        tag = draw(st.sampled_from(["p", "li", "h2", "div"]))
+        blocks.append(f'<{tag} title="Tom &amp; Jerry&#59;">{" ".join(body)}.</{tag}>')
+    return "<div>\n" + "\n".join(blocks) + "\n</div>"
+
+
+def raw_words(page):
+    """The words of a page's text as written (tags taken out), each once."""
+    return set(re.sub(r"<[^>]*>", "", page).split())
+
+
+@settings(max_examples=200, deadline=None)
+@given(page=entity_page(), seed=st.integers(0, 2**16))
+def test_entities_are_written_only_where_the_source_wrote_them(page, seed):
+    """Translated by a stand-in that copies some words, changes others and writes characters the source
+    wrote as entities (l, ;, &, \xa0): the output parses, keeps every tag and attribute as written, reads
+    as the translation, and writes an entity only in a word it copies from the source, as the source
+    wrote it there (or &amp; &lt; &gt; for those characters)."""
+    rng = random.Random(seed)
+    doc = Document.parse(page, "en", sentences=False)
+
+    def translate(sentence):
+        words = sentence.split(" ")
+        rng.shuffle(words)
+        changed = {0: str.upper, 1: lambda w: w + "l;", 2: lambda w: "Footba" + "l" * 2 + "&amp;"}
+        return " ".join(changed.get(rng.randrange(4), lambda w: w)(w) for w in words) + " &#59; \xa0ok"
+
+    translations = [translate(s) for s in doc.sentences]
+    out = doc.join(translations, "de", lambda i: proportional(len(doc.sentences[i]), translations[i]))
+    assert well_nested(out) and tags(out) == tags(page), out
+    read = html.unescape(re.sub(r"<[^>]*>", "", out))  # what a browser shows, tags taken out
+    assert read.split() == " ".join(translations).split()
+    source_words = raw_words(page)
+    for word in raw_words(out):
+        for entity in re.findall(r"&[^;\s]*;", word):
+            assert entity in ("&amp;", "&lt;", "&gt;") or word in source_words, (word, out)
+
+
+def test_an_entity_is_not_spread_over_other_words():
+    """The issue's page: "&#108;" once in the source is not written for every "l" of the output, and an
+    "&#59;" in the source does not break the output's "&amp;"."""
+    doc = Document.parse("<p>Tom &amp; Jerry &#108;ike 5 &lt; 6&#59;</p>", "en")
+    out = doc.join(["Ein Football & like; 6;"], "de", lambda i: proportional(len(doc.sentences[i]), 20))
+    assert out == "<p>Ein Football &amp; like; 6&#59;</p>"

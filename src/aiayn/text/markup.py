@@ -14,11 +14,13 @@ between blocks, and the content of <script>, <style>, <code>, <pre>, <textarea> 
 element with translate="no" (or class "notranslate"). An inline element kept this way inside a
 sentence (<code>ls</code>) is read with the sentence and written back unchanged where its words
 land. The translations are written with &, < and > escaped, so the output is HTML whatever the
-model writes.
+model writes; a word of the source that the translation copies (a name, "5&nbsp;km") is written as
+the source spelled it, entities included, and no other character is written as an entity.
 """
 
 from __future__ import annotations
 
+import bisect
 import html
 import re
 from collections.abc import Callable, Sequence
@@ -40,7 +42,7 @@ class Document:
     """An HTML text as written: the characters between its blocks, and its blocks."""
 
     items: list[str | Block]
-    entities: dict[str, str]  # characters the source wrote as entities ("\xa0": "&nbsp;"), written so again
+    spellings: list[Spellings]  # each Block's words written with entities, in the order of the Blocks
 
     @classmethod
     def parse(cls, text: str, lang: str, sentences: bool = True) -> Document:
@@ -48,7 +50,7 @@ class Document:
         reader = _Reader(text, lang, sentences)
         reader.feed(text)
         reader.close()
-        return cls(reader.finish(), reader.entities)
+        return cls(reader.finish(), reader.spellings)
 
     @property
     def sentences(self) -> list[str]:
@@ -61,6 +63,7 @@ class Document:
              project: Callable[[int], Projector]) -> str:
         """The HTML with each sentence's translation in its place (`project(i)`: blocks.Block)."""
         out, done = [], 0
+        spellings = iter(self.spellings)
         for item in self.items:
             if isinstance(item, str):
                 out.append(item)
@@ -68,27 +71,65 @@ class Document:
             n, first = len(item.parts.sentences), done
             text, root = item.translated(translations[done:done + n], target_lang,
                                          lambda i, first=first: project(first + i))
-            out.append(_written(text, root, self.entities))
+            out.append(_written(text, root, _Spelled(text, next(spellings))))
             done += n
         return "".join(out)
 
 
-def _written(text: str, span: Span, entities: dict[str, str]) -> str:
+# A word of a block's text (a run of characters between ASCII whitespace) that the source wrote with
+# entities -> where they are in it: (offset, characters, the entity as written).
+Spellings = dict[str, tuple[tuple[int, int, str], ...]]
+_WORD = re.compile(r"[^ \t\n\r\f]+")
+
+
+def _spellings(text: str, entities: dict[int, tuple[int, str]]) -> Spellings:
+    """The words of `text` that hold an entity (`entities`: at a position of `text`, the characters it
+    stands for and the entity as written)."""
+    found: Spellings = {}
+    if not entities:
+        return found
+    at = sorted(entities)
+    for m in _WORD.finditer(text):
+        inside = at[bisect.bisect_left(at, m.start()):bisect.bisect_left(at, m.end())]
+        if inside:
+            found.setdefault(m.group(), tuple((i - m.start(), *entities[i]) for i in inside))
+    return found
+
+
+class _Spelled:
+    """A block's translation written as HTML: `&`, `<` and `>` escaped, and each word that is a word of
+    the source written with an entity (`Spellings`) spelled as the source spelled it."""
+
+    def __init__(self, text: str, spellings: Spellings) -> None:
+        self.entities: dict[int, tuple[int, str]] = {}
+        for m in _WORD.finditer(text) if spellings else ():
+            for offset, length, raw in spellings.get(m.group(), ()):
+                self.entities[m.start() + offset] = (length, raw)
+        self.at = sorted(self.entities)
+        self.text = text
+
+    def __call__(self, start: int, end: int) -> str:
+        """The characters [start, end) of the translation, as HTML."""
+        out = []
+        for i in self.at[bisect.bisect_left(self.at, start):bisect.bisect_left(self.at, end)]:
+            length, raw = self.entities[i]
+            if i < start or i + length > end:  # cut by a tag: written plainly
+                continue
+            out += [html.escape(self.text[start:i], quote=False), raw]
+            start = i + length
+        out.append(html.escape(self.text[start:end], quote=False))
+        return "".join(out)
+
+
+def _written(text: str, span: Span, escaped: _Spelled) -> str:
     """`text` with `span` and its children around their characters."""
     if span.keep is not None:
         return span.open + span.keep + span.close
-
-    def escaped(chars: str) -> str:
-        chars = html.escape(chars, quote=False)
-        for char, entity in entities.items():
-            chars = chars.replace(char, entity)
-        return chars
-
     out, at = [span.open], span.start
     for child in span.children:
-        out += [escaped(text[at:child.start]), _written(text, child, entities)]
+        out += [escaped(at, child.start), _written(text, child, escaped)]
         at = child.end
-    out += [escaped(text[at:span.end]), span.close]
+    out += [escaped(at, span.end), span.close]
     return "".join(out)
 
 
@@ -104,7 +145,7 @@ class _Reader(HTMLParser):
         self.kept: tuple[str, int, Span | None] | None = None  # tag, depth, inline span
         self.kept_raw: list[str] = []
         self.kept_text: list[str] = []
-        self.entities: dict[str, str] = {}
+        self.spellings: list[Spellings] = []  # of each Block so far
 
     def finish(self) -> list[str | Block]:
         if self.kept is not None:  # a kept element never closed: kept to the end
@@ -172,10 +213,10 @@ class _Reader(HTMLParser):
         self._entity("&#" + name + (";" if self.source.startswith(f"&#{name};", self._at()) else ""))
 
     def _entity(self, raw: str) -> None:
-        char = html.unescape(raw)
-        if char not in "&<>" and len(char) == 1 and raw.endswith(";"):
-            self.entities.setdefault(char, raw)
-        self._text(char, raw)
+        chars = html.unescape(raw)
+        if self.kept is None and raw != html.escape(chars, quote=False):
+            self.entities[len(self.text)] = (len(chars), raw)
+        self._text(chars, raw)
 
     def handle_comment(self, data: str) -> None:
         self._other(f"<!--{data}-->")
@@ -195,6 +236,7 @@ class _Reader(HTMLParser):
         self.root = Span(0, 0)
         self.stack = [self.root]
         self.raws: list[str] = []
+        self.entities: dict[int, tuple[int, str]] = {}  # in `text`: the characters and the entity written
 
     def _end_block(self) -> None:
         """The block so far as a Block, or as its own characters if it has no sentence."""
@@ -202,7 +244,11 @@ class _Reader(HTMLParser):
             span.end = len(self.text)
         self.root.end = len(self.text)
         block = Block.cut(self.text, self.root, self.lang, self.sentences) if self.text.strip() else None
-        self.items.append(block if block is not None and block.parts.sentences else "".join(self.raws))
+        if block is not None and block.parts.sentences:
+            self.items.append(block)
+            self.spellings.append(_spellings(self.text, self.entities))
+        else:
+            self.items.append("".join(self.raws))
         self._new_block()
 
     def _boundary(self, raw: str) -> None:
