@@ -1,6 +1,7 @@
 """Files in, files out: the text translated, the structure (lines, cues, runs, tables) kept."""
 
 import io
+import re
 
 import docx
 import pytest
@@ -121,3 +122,87 @@ def test_the_test_model_translates_each_kind_of_file_like_its_texts(trained_run)
     out = docx.Document(io.BytesIO(translator.translate_file(data.getvalue(), "x.docx")))
     assert out.paragraphs[0].text == alone["b c d"]
     assert documents.kind("x.docx") == "docx"
+
+
+W = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+STORIES = (  # a tracked insertion and deletion, a content control, a text box, a footnote reference
+    '<w:p><w:r><w:t xml:space="preserve">Kept </w:t></w:r><w:ins w:id="1" w:author="A"><w:r><w:t>inserted '
+    'words.</w:t></w:r></w:ins><w:del w:id="2" w:author="A"><w:r><w:delText>deleted words.</w:delText></w:r>'
+    '</w:del></w:p>'
+    '<w:sdt><w:sdtContent><w:p><w:r><w:t>In a content control.</w:t></w:r></w:p></w:sdtContent></w:sdt>'
+    '<w:p><w:r><w:t>Before the box.</w:t></w:r><w:r><w:pict><v:shape xmlns:v="urn:schemas-microsoft-com:vml">'
+    '<v:textbox><w:txbxContent><w:p><w:r><w:t>In a text box.</w:t></w:r></w:p></w:txbxContent></v:textbox>'
+    '</v:shape></w:pict></w:r><w:r><w:footnoteReference w:id="1"/></w:r></w:p>')
+FOOTNOTES = (f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:footnotes {W}><w:footnote w:id="1">'
+             '<w:p><w:r><w:t>In a footnote.</w:t></w:r></w:p></w:footnote></w:footnotes>')
+
+
+def word_file_with_stories():
+    """A Word file whose text sits in a tracked insertion, a content control, a text box and a
+    footnote (made from python-docx's own by editing its XML, as Word would write them)."""
+    import zipfile
+
+    book = docx.Document()
+    book.add_paragraph("PLACEHOLDER")
+    plain = io.BytesIO()
+    book.save(plain)
+    out = io.BytesIO()
+    with zipfile.ZipFile(plain) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename.endswith((".xml", ".rels")):
+                data = data.decode()
+            if item.filename == "word/document.xml":
+                start = [m.start() for m in re.finditer(r"<w:p[ >]", data)
+                         if m.start() < data.index("PLACEHOLDER")][-1]
+                data = data[:start] + STORIES + data[data.index("</w:p>", start) + len("</w:p>"):]
+            elif item.filename == "[Content_Types].xml":
+                data = data.replace("</Types>", '<Override PartName="/word/footnotes.xml" ContentType="'
+                                    'application/vnd.openxmlformats-officedocument.wordprocessingml.footnotes'
+                                    '+xml"/></Types>')
+            elif item.filename == "word/_rels/document.xml.rels":
+                data = data.replace("</Relationships>", '<Relationship Id="rIdNotes" Type="http://'
+                                    'schemas.openxmlformats.org/officeDocument/2006/relationships/'
+                                    'footnotes" Target="footnotes.xml"/></Relationships>')
+            target.writestr(item, data)
+        target.writestr("word/footnotes.xml", FOOTNOTES)
+    return out.getvalue()
+
+
+def test_text_in_insertions_content_controls_text_boxes_and_footnotes_is_translated():
+    import zipfile
+
+    document = read(word_file_with_stories(), "stories.docx")
+    assert sorted(" ".join(Html.parse(t, "en").sentences) for t in document.texts) == [
+        "Before the box.", "In a content control.", "In a footnote.", "In a text box.",
+        "Kept inserted words."]
+    with zipfile.ZipFile(io.BytesIO(translated(document))) as out:
+        body, notes = out.read("word/document.xml").decode(), out.read("word/footnotes.xml").decode()
+    for text in ("KEPT", "INSERTED WORDS.", "IN A CONTENT CONTROL.", "BEFORE THE BOX.", "IN A TEXT BOX."):
+        assert text in body
+    assert "<w:delText>deleted words.</w:delText>" in body  # deleted text is not translated
+    assert "<w:ins" in body and "IN A FOOTNOTE." in notes
+
+
+def test_a_word_file_that_unpacks_past_the_limit_is_refused_before_it_is_unpacked():
+    import zipfile
+
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("word/document.xml", b"<" + b" " * 50_000_000 + b">")  # 50 MB of XML, 50 kB zipped
+    assert len(bomb.getvalue()) < 100_000
+    with pytest.raises(DocumentError, match=r"bomb.docx: 50,000,002 bytes unpacked; this server unpacks at "
+                                            r"most 16,777,216"):
+        read(bomb.getvalue(), "bomb.docx", max_unpacked=16 << 20)
+    assert read(word_file(), "report.docx", max_unpacked=1 << 20).texts  # a real file is well within it
+
+
+def test_only_line_breaks_end_lines_of_text_and_subtitle_files():
+    """Form feeds, \\u2028 and the other characters str.splitlines takes stay inside their line."""
+    text = "Page one.\x0cPage two.\nA line\u2028with a separator.\r\nLast\x1c."
+    document = read(text.encode(), "notes.txt")
+    assert document.texts == ["Page one.\x0cPage two.", "A line\u2028with a separator.", "Last\x1c."]
+    assert translated(document, lambda t: t).decode() == text
+    cue = "1\n00:00:01,000 --> 00:00:02,000\nOne\u2028two\x0bthree\n"
+    subtitles = read(cue.encode(), "a.srt")
+    assert subtitles.texts == ["One\u2028two\x0bthree"] and translated(subtitles, lambda t: t).decode() == cue

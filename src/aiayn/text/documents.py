@@ -7,13 +7,16 @@ written back around their translations:
     translations = translator.translate(document.texts, format=document.format)
     data = document.write([t.text for t in translations])
 
-- .txt: each line is a text (line endings kept; the paragraphs of a line cut into sentences).
+- .txt: each line is a text (line endings kept; the paragraphs of a line cut into sentences). Lines
+  end at line feeds and carriage returns only: a form feed or a line separator (U+2028) stays
+  inside its line, as in .srt.
 - .html, .htm: the whole page is one HTML text (text/markup.py).
 - .srt: each cue's text, its lines taken as one text; its number and timing kept, and its
   translation wrapped into as many lines as the cue had.
-- .docx: each paragraph (in the body, tables, headers and footers) is a text, its runs written
-  as HTML spans so that each run's formatting stays on the words that belong to it (the
-  machinery of HTML's inline tags); runs with the same formatting are merged first, and runs
+- .docx: each paragraph (in the body, tables, content controls, text boxes, headers, footers,
+  footnotes and endnotes; tracked insertions included, deletions left as they are) is a text, its
+  runs written as HTML spans so that each run's formatting stays on the words that belong to it
+  (the machinery of HTML's inline tags); runs with the same formatting are merged first, and runs
   holding anything but text (pictures, fields) are kept as they are. Needs python-docx.
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 import html
 import io
 import re
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -55,10 +59,13 @@ def kind(name: str) -> str:
     return KINDS[suffix]
 
 
-def read(data: bytes, name: str) -> Document:
-    """The file `name` (its kind from its extension) holding `data`."""
+def read(data: bytes, name: str, max_unpacked: int | None = None) -> Document:
+    """The file `name` (its kind from its extension) holding `data`; a .docx file that would unpack
+    to more than `max_unpacked` bytes is refused before it is unpacked."""
     which = kind(name)
     if which == "docx":
+        if max_unpacked is not None:
+            _check_unpacked(data, name, max_unpacked)
         return _docx(data, name)
     try:
         text = data.decode("utf-8-sig")
@@ -68,12 +75,30 @@ def read(data: bytes, name: str) -> Document:
     return {"txt": _txt, "html": _html, "srt": _srt}[which](text, name)
 
 
+def _check_unpacked(data: bytes, name: str, most: int) -> None:
+    """A zip archive's members add up to at most `most` bytes unpacked, as its directory says (a
+    member that unpacks to more than it says is cut there by zipfile, and then fails its checksum)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            size = sum(member.file_size for member in archive.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return  # not a zip archive: `_docx` says what is wrong with it
+    if size > most:
+        raise DocumentError(f"{name}: {size:,} bytes unpacked; this server unpacks at most {most:,}")
+
+
+def _lines(text: str) -> list[str]:
+    """`text` cut after each line break (a line feed, a carriage return, or both; not the form feeds,
+    line separators and others that str.splitlines also takes), each line with its break."""
+    return [line for line in re.split(r"(?<=\n)|(?<=\r)(?!\n)", text) if line]
+
+
 def _encoded(text: str) -> bytes:
     return text.encode("utf-8")
 
 
 def _txt(text: str, name: str) -> Document:
-    lines = text.splitlines(keepends=True)
+    lines = _lines(text)
     bodies = [line.rstrip("\r\n") for line in lines]
 
     def write(translations: Sequence[str]) -> bytes:
@@ -93,7 +118,7 @@ _TIMING = re.compile(r"^\s*\d+:\d{2}:\d{2}[,.]\d{1,3}\s*-->\s*\d+:\d{2}:\d{2}[,.
 def _srt(text: str, name: str) -> Document:
     """Cues: a number, a timing line, text lines, a blank line."""
     newline = "\r\n" if "\r\n" in text else "\n"
-    lines = text.splitlines()
+    lines = [line.rstrip("\r\n") for line in _lines(text)]
     cues: list[tuple[list[str], list[str]]] = []  # (number and timing lines, text lines)
     i = 0
     while i < len(lines):
@@ -147,17 +172,27 @@ def _wrap(text: str, lines: int) -> list[str]:
     return filled(low)
 
 
+# The parts of a Word file that hold text to translate: the body, headers, footers, footnotes and
+# endnotes (python-docx reads the last two as plain XML parts once told they are XML).
+_STORIES = {f"application/vnd.openxmlformats-officedocument.wordprocessingml.{kind}+xml"
+            for kind in ("document.main", "header", "footer", "footnotes", "endnotes")}
+_NOTES = [f"application/vnd.openxmlformats-officedocument.wordprocessingml.{kind}+xml"
+          for kind in ("footnotes", "endnotes")]
+
+
 def _docx(data: bytes, name: str) -> Document:
     try:
         import docx
+        from docx.opc.part import PartFactory, XmlPart
     except ImportError:
         raise DocumentError(f"{name}: .docx files need python-docx: pip install 'aiayn[files]'") from None
+    for content_type in _NOTES:
+        PartFactory.part_type_for.setdefault(content_type, XmlPart)
     try:
         book = docx.Document(io.BytesIO(data))
     except Exception as e:  # python-docx raises zipfile, lxml and its own errors
         raise DocumentError(f"{name}: not a Word .docx file ({type(e).__name__}: {e})") from None
-    paragraphs = [p for p in _paragraphs(book) if p.text.strip()]
-    runs = [_text_runs(p) for p in paragraphs]
+    runs = [rs for rs in map(_text_runs, _paragraphs(book)) if "".join(r.text for r in rs).strip()]
     texts = ["".join(f'<span id="{i}">{html.escape(r.text, quote=False)}</span>' for i, r in enumerate(rs))
              for rs in runs]
 
@@ -173,56 +208,51 @@ def _docx(data: bytes, name: str) -> Document:
 
 
 def _paragraphs(book: Any) -> list[Any]:
-    """Every paragraph: the body's, in tables (nested too), and in each section's headers and footers."""
-    found: list[Any] = []
+    """Every paragraph of the body, headers, footers, footnotes and endnotes, wherever it is: in
+    tables, content controls (w:sdt) and text boxes too."""
+    from docx.oxml.ns import qn
+    from docx.text.paragraph import Paragraph
 
-    def container(part: Any) -> None:
-        found.extend(part.paragraphs)
-        for table in part.tables:
-            for row in table.rows:
-                for cell in row.cells:
-                    container(cell)
-
-    container(book)
-    for section in book.sections:
-        for part in (section.header, section.footer):
-            if not part.is_linked_to_previous:
-                container(part)
-    unique, seen = [], set()
-    for p in found:  # merged table cells repeat
-        if id(p._p) not in seen:
-            seen.add(id(p._p))
-            unique.append(p)
-    return unique
+    return [Paragraph(p, part) for part in book.part.package.iter_parts() if part.content_type in _STORIES
+            for p in part.element.iter(qn("w:p"))]
 
 
 def _text_runs(paragraph: Any) -> list[Any]:
-    """A paragraph's runs that hold only text, neighbours with the same formatting merged into
-    the first of them (the others emptied)."""
-    runs, last_format = [], None
+    """A paragraph's runs that hold only text, neighbours with the same formatting (in the same
+    element: a tracked insertion stays one) merged into the first of them (the others emptied)."""
+    runs, last = [], None
     for run in _all_runs(paragraph):
         if any(child.tag.rsplit("}", 1)[-1] not in ("rPr", "t", "tab", "br", "cr")
                for child in run._r):
-            last_format = None  # a picture or a field: kept, and it separates the runs around it
+            last = None  # a picture or a field: kept, and it separates the runs around it
             continue
         rpr = run._r.rPr
-        form = rpr.xml if rpr is not None else ""
-        if runs and form == last_format:
+        form = (rpr.xml if rpr is not None else "", run._r.getparent())
+        if runs and form == last:
             text = run.text
             run.text = ""
             runs[-1].text += text
         else:
             runs.append(run)
-        last_format = form
+        last = form
     return runs
 
 
 def _all_runs(paragraph: Any) -> list[Any]:
-    """The paragraph's runs, those of its hyperlinks included, in order."""
-    if not hasattr(paragraph, "iter_inner_content"):  # python-docx before 1.0
-        return list(paragraph.runs)
-    return [run for item in paragraph.iter_inner_content()
-            for run in (item.runs if hasattr(item, "address") else [item])]
+    """The paragraph's own runs in order: in hyperlinks, tracked insertions (w:ins) and inline
+    content controls too; not those of deleted text, nor of paragraphs inside it (a text box's)."""
+    from docx.oxml.ns import qn
+    from docx.text.run import Run
+
+    p, runs = paragraph._p, []
+    skipped = {qn("w:del"), qn("w:moveFrom")}
+    for r in p.iter(qn("w:r")):
+        parent = r.getparent()
+        while parent is not None and parent is not p and parent.tag not in skipped | {qn("w:p")}:
+            parent = parent.getparent()
+        if parent is p:
+            runs.append(Run(r, paragraph))
+    return runs
 
 
 def _span_texts(translated: str, sources: list[str]) -> list[str]:
