@@ -10,9 +10,10 @@ into its sentences before the search and put back together after it, with its ow
 Lines are kept exactly: each line is cut on its own. Within a line, sentencex (Wikimedia's
 segmenter: about 300 languages, its own abbreviation lists, every character of the text kept)
 finds the sentences, and four corrections of ours mend what it gets wrong on the hard cases of
-tests/text/test_segment.py: an initial or one-letter abbreviation ("M. Dupont", "J. K. Rowling")
-never ends a sentence; in languages that write ordinals with a full stop ("am 19. Mai") a number
-of up to three digits and its stop do not either; "?!" ends one before a capital letter; and so
+tests/text/test_segment.py: an initial or one-letter abbreviation ("M. Dupont", "J. K. Rowling"),
+or one that is no word ("approx. Paris", `NEVER_END`), never ends a sentence; in languages that
+write ordinals with a full stop ("am 19. Mai") a number of up to three digits and its stop do not
+either; "?!" ends one before a capital letter; and so
 does a lower-case word with a full stop ("a work of art. Busy ..."), where nouns are not
 capitalised. The choice, measured: docs/text.md.
 """
@@ -33,6 +34,12 @@ DOT_ORDINALS = frozenset({"de", "da", "nb", "nn", "no", "fi", "cs", "sk", "pl", 
 
 _INITIAL = re.compile(r"(?:^|[\s(\[«„“\"'])[^\W\d_]\.\s*$")  # "M. ", "(J. "
 _ORDINAL = re.compile(r"(?:^|\s)\d{1,3}\.\s*$")  # "am 19. "
+# Abbreviations that are no word of any language served here, so a sentence never ends at them ("approx.
+# Paris", "incl. VAT", "bzw. Berlin"); "etc." and "usw." often end one, and are not among them.
+NEVER_END = frozenset({"approx", "incl", "excl", "esp", "resp", "viz", "vs", "cf", "ca", "cca", "dept",
+                       "govt", "inkl", "exkl", "zzgl", "bzw", "vgl", "ggf", "evtl", "tzv", "např", "popř",
+                       "env"})
+_NEVER_END = re.compile(r"(?:^|[\s(\[«„“\"'])(\w+)\.\s*$")
 _AFTER_INTERROBANG = re.compile(r"(?:\?!|!\?)[\"'”“»)\]]*\s+(?=[\"'“„«(\[]?[^\W\d_])")
 # A lower-case word and a full stop: sentencex takes some for abbreviations ("art. Busy" was kept
 # whole); before a capital, in a language that does not capitalise its nouns, it ends a sentence.
@@ -125,11 +132,18 @@ def _sentences(line: str, lang: str) -> list[str]:
     pieces = [p for p in sentencex.segment(lang or "en", line) if p]
     merged: list[str] = []
     for piece in pieces:
-        if merged and (_INITIAL.search(merged[-1]) or (lang in DOT_ORDINALS and _ORDINAL.search(merged[-1]))):
+        if merged and (_INITIAL.search(merged[-1]) or (lang in DOT_ORDINALS and _ORDINAL.search(merged[-1]))
+                       or _abbreviated(merged[-1])):
             merged[-1] += piece
         else:
             merged.append(piece)
     return [part for piece in merged for part in _split_missed(piece, lang)]
+
+
+def _abbreviated(piece: str) -> bool:
+    """`piece` ends with one of the abbreviations that never end a sentence (NEVER_END)."""
+    m = _NEVER_END.search(piece)
+    return m is not None and m.group(1).lower() in NEVER_END
 
 
 def _split_missed(piece: str, lang: str) -> list[str]:
@@ -137,7 +151,8 @@ def _split_missed(piece: str, lang: str) -> list[str]:
     lower-case word and a full stop."""
     ends = [m for m in _AFTER_INTERROBANG.finditer(piece)]
     if lang not in CAPITALISED_NOUNS:
-        ends += [m for m in _AFTER_WORD_STOP.finditer(piece) if m.group(1).islower()]
+        ends += [m for m in _AFTER_WORD_STOP.finditer(piece)
+                 if m.group(1).islower() and m.group(1) not in NEVER_END]
     parts, start = [], 0
     for m in sorted(ends, key=lambda m: m.end()):
         if m.end() > start and (piece[m.end()].isupper() or piece[m.end() + 1:m.end() + 2].isupper()):
