@@ -276,13 +276,29 @@ class ServeConfig:
     return_wait_ms: float = _opt(30.0, "after a search, how long the next waits for the clients it answered "
                                        "to send again (a program translating sentence by sentence does at "
                                        "once); 0: not at all", bounds=">= 0")
-    max_queue: int = _opt(4096, "sentences waiting at most; beyond, requests get 503 and Retry-After",
-                          bounds=">= 1")
+    max_queue: int = _opt(4096, "sentences waiting at most (of requests that are not bulk: see --max-bulk); "
+                                "beyond, requests get 503 and Retry-After", bounds=">= 1")
+    max_bulk: int = _opt(8, "bulk requests (a file, or more source tokens than --max-batch-tokens) "
+                            "translated at once at most; beyond, 503 and Retry-After. Their sentences are "
+                            "searched while no other sentence waits, by all searches but one (--workers)",
+                         bounds=">= 1")
     timeout: float = _opt(60.0, "seconds a request may take; after that it gets 504", bounds="> 0")
-    max_texts: int = _opt(128, "texts in one request at most", bounds=">= 1")
-    max_chars: int = _opt(4000, "characters of one text at most", bounds=">= 1")
+    file_timeout: float = _opt(600.0, "seconds a file (/translate_file) may take, all of it; after that it "
+                                      "gets 504", bounds="> 0")
+    max_texts: int = _opt(128, "texts in one request at most (also of /detect)", bounds=">= 1")
+    max_chars: int = _opt(4000, "characters of one text at most (also of /detect); detecting a file's "
+                                "language reads its first this many", bounds=">= 1")
     max_tokens: int = _opt(400, "source tokens of one text at most", bounds=">= 1")
-    max_body_bytes: int = _opt(1 << 20, "bytes of a request body at most (413 beyond)", bounds=">= 1")
+    max_output_tokens: int = _opt(1024, "output tokens a request may ask for at most (/v1/translate's "
+                                        "max_len)", bounds=">= 1")
+    max_body_bytes: int = _opt(1 << 20, "bytes of a request body at most, a file's upload included (413 "
+                                        "beyond)", bounds=">= 1")
+    max_file_bytes: int = _opt(16 << 20, "bytes of a .docx file unpacked at most (a Word file is a zip "
+                                         "archive)", bounds=">= 1")
+    max_file_tokens: int = _opt(100_000, "source tokens of one file at most", bounds=">= 1")
+    prep_threads: int = _opt(2, "threads that prepare texts and files (cutting into sentences, tokenising, "
+                                "detecting languages, reading and writing files) beside the event loop and "
+                                "the searches", bounds=">= 1")
     max_beam_size: int = _opt(16, "largest beam a request may ask for", bounds=">= 1")
     req_limit: int = _opt(0, "requests per minute from one client address to the translating endpoints; "
                              "beyond, 429 with Retry-After; 0: no limit", bounds=">= 0")

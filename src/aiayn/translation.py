@@ -331,22 +331,33 @@ class Translator:
             raise TypeError("translate takes a list of texts; wrap one text in a list")
         if attention and self.model is None:
             raise cfg.ConfigError("attention weights come from the PyTorch model: use engine pytorch")
-        config = self.config(**options)
         segments = self.segment(texts, **options) if segments is None else list(segments)
         if len(segments) != len(texts):
             raise ValueError(f"{len(segments)} segmented texts for {len(texts)} texts")
-        nbests = iter(self._engine([ids for s in segments for ids in s.ids], config, progress))
-        results = []
-        for s in segments:
-            sentences = []
-            for sentence in s.layout.sentences:
-                best, *others = next(nbests)
-                best.alternatives = others
-                if attention:
-                    best.attention = attention_view(self.model, self.tokenizer, sentence, best)
-                sentences.append(best)
-            results.append(whole_text(sentences, lambda hyps, s=s: self._join(s.layout, hyps)))
-        return results
+        nbests = iter(self.search([ids for s in segments for ids in s.ids], progress=progress, **options))
+        return [self.assemble(s, [next(nbests) for _ in s.ids], attention) for s in segments]
+
+    def search(self, ids: Sequence[list[int]], *, progress: bool = False, **options: Any
+               ) -> list[list[Translation]]:
+        """The n-best list of each sentence, given as its source ids (without eos), best first. A
+        sentence's list does not depend on the others searched with it (decoding/translator.py)."""
+        return self._engine(list(ids), self.config(**options), progress)
+
+    def assemble(self, segments: Segments, nbests: Sequence[list[Translation]], attention: bool = False
+                 ) -> Translation:
+        """A text's translation from the n-best list of each of its sentences (`search`), joined into
+        its layout (see the class); `attention`: with each sentence's attention weights."""
+        if attention and self.model is None:
+            raise cfg.ConfigError("attention weights come from the PyTorch model: use engine pytorch")
+        if len(nbests) != len(segments.ids):
+            raise ValueError(f"{len(nbests)} n-best lists for {len(segments.ids)} sentences")
+        sentences = []
+        for sentence, (best, *others) in zip(segments.layout.sentences, nbests, strict=True):
+            best = dataclasses.replace(best, alternatives=others)
+            if attention:
+                best.attention = attention_view(self.model, self.tokenizer, sentence, best)
+            sentences.append(best)
+        return whole_text(sentences, lambda hyps: self._join(segments.layout, hyps))
 
     def _join(self, layout: Layout, translations: list[Translation]) -> str:
         """A translation of each sentence put into the text."""

@@ -49,19 +49,20 @@ def serving(translators, api_keys=(), wait_ready=True, **options):
 
 
 class Gated(Translator):
-    """A real translator that holds any search with a text containing "WAIT" until `gate` is set,
-    and records what it searched."""
+    """A real translator that holds any search with a sentence containing "WAIT" until `gate` is set,
+    and records the sentences it searched."""
 
     def __init__(self, inner: Translator) -> None:
         self.__dict__.update(inner.__dict__)
         self.gate, self.searched, self.holding = threading.Event(), [], threading.Event()
 
-    def translate(self, texts, **options):
+    def search(self, ids, **options):
+        texts = [self.tokenizer.decode(i) for i in ids]
         self.searched.extend(texts)
         if any("WAIT" in t for t in texts):
             self.holding.set()
             self.gate.wait(HANG_S)
-        return super().translate(texts, **options)
+        return super().search(ids, **options)
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,24 @@ from aiayn.text.segment import Parts
 from aiayn.translation import Segments
 from tests.conftest import HANG_S
 
+NAMES: dict[int, str] = {}  # a sentence's first source id -> its text, for the Recorder
+
+
+def submit(batcher, texts, segments, search, bulk=False):
+    """`batcher.submit`, each text's sentences its words, the first id of each telling the Recorder
+    its name."""
+    named = []
+    for text, s in zip(texts, segments, strict=True):
+        words = text.split() if len(s.ids) > 1 else [text]
+        codes = [next((c for c, name in NAMES.items() if name == w), None) for w in words]
+        for i, w in enumerate(words):
+            if codes[i] is None:
+                codes[i] = 1000 + len(NAMES)
+                NAMES[codes[i]] = w
+        named.append(Segments(Parts(words, [""] + [" "] * (len(words) - 1) + [""]),
+                              [[c] + ids[1:] for c, ids in zip(codes, s.ids, strict=True)]))
+    return batcher.submit(texts, named, search, bulk)
+
 
 class Recorder:
     """A translator that records each search's texts (and options), and can hold the first search."""
@@ -22,10 +40,14 @@ class Recorder:
         self.searches, self.hold = [], threading.Event()
         self.hold.set()
 
-    def translate(self, texts, segments=None, attention=False, **options):
+    def search(self, ids, **options):
+        texts = [NAMES[i[0]] for i in ids]
         self.hold.wait(HANG_S)
-        self.searches.append((list(texts), options))
-        return [Translation(t.upper(), 0.0, 0.0, [1] * len(t)) for t in texts]
+        self.searches.append((texts, options))
+        return [[Translation(t.upper(), 0.0, 0.0, [1] * len(t))] for t in texts]
+
+    def assemble(self, segments, nbests, attention=False):
+        return Translation(" ".join(n[0].text for n in nbests), 0.0, 0.0, [])
 
 
 def run(config, scenario, workers=1, recorder=None):
@@ -54,13 +76,18 @@ def ids(*lengths):
     return [Segments(Parts(["x"], ["", ""]), [[4] * n]) for n in lengths]
 
 
+def sentences(*lengths):
+    """One text of several sentences, of these lengths in source tokens (its words are its sentences)."""
+    return [Segments(Parts(["x"] * len(lengths), [""] * (len(lengths) + 1)), [[4] * n for n in lengths])]
+
+
 def test_sentences_arriving_within_the_wait_share_one_search():
     async def scenario(batcher, recorder):
         batcher.arriving = 1  # a request on its way: the first sentence waits for it
-        first = batcher.submit(["a"], ids(1), EN_DE)
+        first = submit(batcher, ["a"], ids(1), EN_DE)
         await asyncio.sleep(0.01)
         batcher.arriving = 0
-        second = batcher.submit(["b", "c"], ids(1, 1), EN_DE)
+        second = submit(batcher, ["b", "c"], ids(1, 1), EN_DE)
         return [t.text for t in await asyncio.gather(*first, *second)]
 
     results, recorder = run(ServeConfig(max_wait_ms=500), scenario)
@@ -70,7 +97,7 @@ def test_sentences_arriving_within_the_wait_share_one_search():
 
 def test_with_no_other_request_on_its_way_a_sentence_does_not_wait():
     async def scenario(batcher, recorder):
-        return await asyncio.wait_for(asyncio.gather(*batcher.submit(["a"], ids(1), EN_DE)), 5)
+        return await asyncio.wait_for(asyncio.gather(*submit(batcher, ["a"], ids(1), EN_DE)), 5)
 
     _, recorder = run(ServeConfig(max_wait_ms=60_000), scenario)
     assert [texts for texts, _ in recorder.searches] == [["a"]]
@@ -79,7 +106,7 @@ def test_with_no_other_request_on_its_way_a_sentence_does_not_wait():
 def test_a_full_token_budget_starts_the_search_without_waiting_and_the_rest_waits_its_turn():
     async def scenario(batcher, recorder):
         batcher.arriving = 5
-        futures = batcher.submit(["a", "b", "c"], ids(3, 3, 3), EN_DE)
+        futures = submit(batcher, ["a", "b", "c"], ids(3, 3, 3), EN_DE)
         return await asyncio.wait_for(asyncio.gather(*futures), 5)  # far less than the 60 s wait
 
     _, recorder = run(ServeConfig(max_wait_ms=60_000, max_batch_tokens=6), scenario)
@@ -91,8 +118,8 @@ def test_only_sentences_asking_the_same_search_are_batched():
 
     async def scenario(batcher, recorder):
         batcher.arriving = 1
-        futures = batcher.submit(["a"], ids(1), EN_DE) + batcher.submit(["b"], ids(1), greedy)
-        futures += batcher.submit(["c"], ids(1), EN_DE)
+        futures = submit(batcher, ["a"], ids(1), EN_DE) + submit(batcher, ["b"], ids(1), greedy)
+        futures += submit(batcher, ["c"], ids(1), EN_DE)
         return await asyncio.gather(*futures)
 
     _, recorder = run(ServeConfig(max_wait_ms=20), scenario)
@@ -101,7 +128,7 @@ def test_only_sentences_asking_the_same_search_are_batched():
 
 def test_without_batching_one_request_at_a_time():
     async def scenario(batcher, recorder):
-        futures = batcher.submit(["a", "b"], ids(1, 1), EN_DE) + batcher.submit(["c"], ids(1), EN_DE)
+        futures = submit(batcher, ["a", "b"], ids(1, 1), EN_DE) + submit(batcher, ["c"], ids(1), EN_DE)
         return await asyncio.gather(*futures)
 
     _, recorder = run(ServeConfig(batching=False), scenario)
@@ -111,14 +138,14 @@ def test_without_batching_one_request_at_a_time():
 def test_withdrawn_sentences_are_not_searched_and_a_full_queue_refuses():
     async def scenario(batcher, recorder):
         recorder.hold.clear()
-        busy = batcher.submit(["a"], ids(1), EN_DE)
+        busy = submit(batcher, ["a"], ids(1), EN_DE)
         await asyncio.sleep(0.1)  # "a" is being searched; what comes now waits
-        waiting = batcher.submit(["b", "c"], ids(1, 1), EN_DE)
+        waiting = submit(batcher, ["b", "c"], ids(1, 1), EN_DE)
         with pytest.raises(QueueFull):
-            batcher.submit(["d"], ids(1), EN_DE)
+            submit(batcher, ["d"], ids(1), EN_DE)
         for f in waiting:
             f.cancel()
-        later = batcher.submit(["e"], ids(1), EN_DE)
+        later = submit(batcher, ["e"], ids(1), EN_DE)
         recorder.hold.set()
         return await asyncio.gather(*busy, *later)
 
@@ -135,15 +162,15 @@ class Holder(Recorder):
         self.running, self.most, self.release, self.lock = 0, 0, threading.Event(), threading.Lock()
         self.times = []  # (started, ended) of each search, time.monotonic()
 
-    def translate(self, texts, segments=None, attention=False, **options):
+    def search(self, ids, **options):
         with self.lock:
             self.running += 1
             self.most = max(self.most, self.running)
         started = time.monotonic()
-        if "hold" in texts:
+        if "hold" in [NAMES[i[0]] for i in ids]:
             self.release.wait(HANG_S)
         try:
-            return super().translate(texts, segments, attention, **options)
+            return super().search(ids, **options)
         finally:
             with self.lock:
                 self.running -= 1
@@ -154,9 +181,9 @@ class Holder(Recorder):
 def test_workers_search_batches_at_once(workers):
     """With two workers a request is searched while another's search runs; with one it waits."""
     async def scenario(batcher, holder):
-        held = batcher.submit(["hold"], ids(1), EN_DE)
+        held = submit(batcher, ["hold"], ids(1), EN_DE)
         await asyncio.sleep(0.05)  # the first worker is searching "hold"
-        other = batcher.submit(["b"], ids(1), EN_DE)
+        other = submit(batcher, ["b"], ids(1), EN_DE)
         done, _ = await asyncio.wait(other, timeout=0.5)
         holder.release.set()
         await asyncio.gather(*held, *other)
@@ -183,12 +210,12 @@ def test_beside_a_running_search_a_second_waits_for_half_as_many_sentences():
     """Two workers: while four sentences are searched, one new sentence is not searched alone; a second
     arriving makes half as many, and they are searched together at once."""
     async def scenario(batcher, holder):
-        held = batcher.submit(["hold", "x", "y", "z"], ids(1, 1, 1, 1), EN_DE)
+        held = submit(batcher, ["hold", "x", "y", "z"], ids(1, 1, 1, 1), EN_DE)
         await asyncio.sleep(0.05)  # the first worker is searching the four
-        first = batcher.submit(["b"], ids(1), EN_DE)
+        first = submit(batcher, ["b"], ids(1), EN_DE)
         await asyncio.sleep(0.1)
         waited = not first[0].done()
-        second = batcher.submit(["c"], ids(1), EN_DE)
+        second = submit(batcher, ["c"], ids(1), EN_DE)
         await asyncio.wait_for(asyncio.gather(*first, *second), 5)  # searched while "hold" is held
         holder.release.set()
         await asyncio.gather(*held)
@@ -202,9 +229,9 @@ def test_beside_a_running_search_a_second_waits_for_half_as_many_sentences():
 
 def test_a_sentence_gathering_beside_a_search_goes_when_the_search_ends():
     async def scenario(batcher, holder):
-        held = batcher.submit(["hold", "x", "y", "z"], ids(1, 1, 1, 1), EN_DE)
+        held = submit(batcher, ["hold", "x", "y", "z"], ids(1, 1, 1, 1), EN_DE)
         await asyncio.sleep(0.05)
-        alone = batcher.submit(["b"], ids(1), EN_DE)
+        alone = submit(batcher, ["b"], ids(1), EN_DE)
         await asyncio.sleep(0.1)
         holder.release.set()
         await asyncio.wait_for(asyncio.gather(*held, *alone), 5)
@@ -221,8 +248,8 @@ def answered_then(batcher, first, then):
     futures = []
 
     async def client(texts, again):
-        await asyncio.gather(*batcher.submit(texts, ids(*[1] * len(texts)), EN_DE))
-        futures.extend(batcher.submit(again, ids(*[1] * len(again)), EN_DE))
+        await asyncio.gather(*submit(batcher, texts, ids(*[1] * len(texts)), EN_DE))
+        futures.extend(submit(batcher, again, ids(*[1] * len(again)), EN_DE))
 
     return [asyncio.create_task(client(t, a)) for t, a in zip(first, then, strict=True)], futures
 
@@ -233,7 +260,7 @@ def test_after_a_search_the_next_waits_for_the_clients_it_answered():
     async def scenario(batcher, holder):
         clients, futures = answered_then(batcher, [["hold"], ["x"]], [["a"], ["b"]])
         await asyncio.sleep(0.05)  # "hold" and "x" are searched together
-        third = batcher.submit(["c"], ids(1), EN_DE)
+        third = submit(batcher, ["c"], ids(1), EN_DE)
         holder.release.set()
         await asyncio.wait_for(asyncio.gather(*clients), 5)
         await asyncio.wait_for(asyncio.gather(*third, *futures), 5)  # far less than the 60 s wait
@@ -245,9 +272,9 @@ def test_after_a_search_the_next_waits_for_the_clients_it_answered():
 
 def test_clients_that_do_not_send_again_are_waited_for_return_wait_ms_at_most():
     async def scenario(batcher, holder):
-        held = batcher.submit(["hold", "x"], ids(1, 1), EN_DE)  # one request, answered and gone
+        held = submit(batcher, ["hold", "x"], ids(1, 1), EN_DE)  # one request, answered and gone
         await asyncio.sleep(0.05)
-        third = batcher.submit(["c"], ids(1), EN_DE)
+        third = submit(batcher, ["c"], ids(1), EN_DE)
         holder.release.set()
         await asyncio.wait_for(asyncio.gather(*held, *third), 5)
 
@@ -268,3 +295,57 @@ def test_a_client_that_sends_again_at_once_is_not_kept_waiting():
     holder = Holder()
     run(ServeConfig(return_wait_ms=60_000), scenario, 1, holder)
     assert [texts for texts, _ in holder.searches] == [["a"], ["b"]]
+
+
+def test_the_queue_counts_sentences_and_a_text_is_answered_once_all_of_its_are_searched():
+    """A text of three sentences fills a queue of three; its sentences go into searches within the token
+    budget, and its answer joins them in order."""
+    async def scenario(batcher, recorder):
+        batcher.arriving = 1  # its sentences do not wait for others: the budget is full
+        future = submit(batcher, ["a b c"], sentences(2, 2, 2), EN_DE)
+        with pytest.raises(QueueFull):
+            submit(batcher, ["d"], ids(1), EN_DE)
+        return (await asyncio.wait_for(future[0], 5)).text
+
+    text, recorder = run(ServeConfig(max_queue=3, max_batch_tokens=4, max_wait_ms=60_000), scenario)
+    assert text == "A B C"
+    assert [texts for texts, _ in recorder.searches] == [["a", "b"], ["c"]]
+
+
+def test_bulk_sentences_go_in_budget_sized_searches_after_the_others():
+    """One worker busy: a bulk request and then a sentence wait; the sentence goes first, then the
+    bulk request in searches of at most the token budget. A second bulk request beyond max_bulk is
+    refused."""
+    async def scenario(batcher, holder):
+        held = submit(batcher, ["hold"], ids(1), EN_DE)
+        await asyncio.sleep(0.05)
+        bulk = submit(batcher, ["x", "y", "z"], ids(3, 3, 3), EN_DE, bulk=True)
+        with pytest.raises(QueueFull, match="1 files or long requests"):
+            submit(batcher, ["w"], ids(1), EN_DE, bulk=True)
+        other = submit(batcher, ["b"], ids(1), EN_DE)
+        holder.release.set()
+        await asyncio.wait_for(asyncio.gather(*held, *bulk, *other), 5)
+
+    holder = Holder()
+    run(ServeConfig(max_batch_tokens=6, max_bulk=1), scenario, 1, holder)
+    assert [texts for texts, _ in holder.searches] == [["hold"], ["b"], ["x", "y"], ["z"]]
+
+
+def test_bulk_requests_leave_a_worker_free_for_the_others():
+    """Two workers, one searching a bulk request: a second bulk request waits, and a sentence is
+    searched at once by the other worker."""
+    async def scenario(batcher, holder):
+        first = submit(batcher, ["hold", "x"], ids(1, 1), EN_DE, bulk=True)
+        await asyncio.sleep(0.05)  # a worker holds the first bulk request's search
+        second = submit(batcher, ["y"], ids(1), EN_DE, bulk=True)
+        other = submit(batcher, ["b"], ids(1), EN_DE)
+        done, _ = await asyncio.wait(other, timeout=5)
+        waited = not second[0].done()
+        holder.release.set()
+        await asyncio.wait_for(asyncio.gather(*first, *second), 5)
+        return len(done), waited
+
+    holder = Holder()
+    (answered, waited), _ = run(ServeConfig(), scenario, 2, holder)
+    assert answered == 1 and waited
+    assert [texts for texts, _ in holder.searches] == [["b"], ["hold", "x"], ["y"]]

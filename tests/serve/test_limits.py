@@ -27,7 +27,8 @@ async def queued_becomes(url, n):
                 return
             await asyncio.sleep(0.02)
 
-LIMITS = dict(max_texts=4, max_chars=60, max_tokens=20, max_body_bytes=20_000, max_beam_size=6)
+LIMITS = dict(max_texts=4, max_chars=60, max_tokens=20, max_body_bytes=20_000, max_beam_size=6,
+              max_output_tokens=50)
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +70,11 @@ DEEP = b"[" * 5000 + b"]" * 5000  # deeper than Python's JSON decoder goes
      "Invalid request: alternatives parameter must be <= 5"),  # LibreTranslate's words
     (LT, b'{"q": "a", "source": "en", "target": "de", "alternatives": [1]}', 400,
      "Invalid request: alternatives parameter is not a number"),
+    (V1, b'{"text": "a", "max_len": 51}', 422, "max_len=51 is more than this server allows (50)"),
+    (V1, b'{"text": "' + b"a" * 61 + b'", "source": "auto"}', 400, "text 0: 61 characters; at most 60"),
+    (LT, b'{"q": "' + b"a" * 61 + b'", "source": "auto", "target": "de"}', 400, "text 0: 61 characters"),
+    ("/detect", b'{"q": "' + b"a" * 61 + b'"}', 400, "text 0: 61 characters; at most 60"),
+    ("/detect", b'{"q": ["a", "b", "c", "d", "e"]}', 400, "5 texts in one request; at most 4"),
     ("/detect", b'{"q": ""}', 400, "Invalid request: missing q parameter"),
     ("/detect", b'{"q": 5}', 422, "q: must be a text or a list of texts"),
     ("/suggest", b'{"q": "a", "s": "b", "source": "en", "target": "de"}', 403, "Suggestions are disabled"),

@@ -204,6 +204,34 @@ def test_files_translate_and_download_with_their_structure(server, en_de):
     assert settings["filesTranslation"] and ".docx" in settings["supportedFilesFormat"]
 
 
+@pytest.mark.parametrize("name, fallback", [
+    ("日本語.docx", "translated.docx"), ("Отчёт 2026.docx", "2026.docx"),
+    ("Café (mai).docx", "Cafe_mai.docx")])
+def test_a_file_of_any_name_downloads_under_that_name(server, name, fallback):
+    """RFC 6266: an ASCII filename for old clients and the UTF-8 filename* that browsers take; the file
+    opens, and is not sniffed into another type."""
+    docx = pytest.importorskip("docx")
+    import io
+    import urllib.parse
+
+    book = docx.Document()
+    book.add_paragraph(SENTENCES[0])
+    word = io.BytesIO()
+    book.save(word)
+    answer = httpx.post(f"{server}/translate_file", data={"source": "en", "target": "de"},
+                        files={"file": (name, word.getvalue())}, timeout=HANG_S)
+    assert answer.status_code == 200, answer.text
+    url = answer.json()["translatedFileUrl"]
+    assert url.isascii() and url.endswith(fallback)
+    download = httpx.get(url)
+    assert download.status_code == 200, download.text
+    disposition = download.headers["content-disposition"]
+    assert disposition.startswith(f'attachment; filename="{fallback}"; filename*=UTF-8\'\'')
+    assert urllib.parse.unquote(disposition.split("''", 1)[1]) == name
+    assert download.headers["x-content-type-options"] == "nosniff"
+    assert len(docx.Document(io.BytesIO(download.content)).paragraphs) == 1
+
+
 def test_metrics_in_prometheus_format(server):
     post(server, "/v1/translate", text="a b", target="de")
     text = httpx.get(f"{server}/metrics").text

@@ -1,18 +1,24 @@
 """Batching across requests: the sentences of concurrent requests are searched together.
 
-A request puts its sentences in the queue (`submit`) and awaits their futures. One task (`run`)
-takes the oldest sentence and gathers the others waiting with the same search (language pair
-and options), oldest first, until they hold `max_batch_tokens` source tokens, or the first has
-waited `max_wait_ms`, or no other request is on its way (`arriving`: one client alone never
-waits). After a search, the next also waits up to `return_wait_ms` for the clients it answered:
-many send their next sentence at once, and those answered together would otherwise come back to
-find the others' search under way, splitting the clients into two half-size batches for good
-(32 clients: searches of 16 sentences without the wait, 24-30 with it; benchmarks/RESULTS.md).
-The search runs in a worker thread, so the event loop keeps accepting requests while the model
-computes, and the next batch gathers meanwhile. Several workers (`ServeConfig.workers`) each
-search a batch of their own at once; beside a running search, the next starts once half as many
-sentences wait (or that search ends): on a busy server an idle worker would otherwise take one
-sentence at a time. A sentence whose request gave up (a timeout, a client gone) leaves the queue
+A request's texts come here cut into sentences (`Translator.segment`), and the batcher works on
+sentences: a text is answered once each of its sentences has been searched, wherever they were
+(`Translator.assemble`, on the search thread). One task per worker (`run`) takes the oldest
+sentence and gathers the others waiting with the same search (language pair and options), oldest
+first, until they hold `max_batch_tokens` source tokens, or the first has waited `max_wait_ms`, or
+no other request is on its way (`arriving`: one client alone never waits). After a search, the
+next also waits up to `return_wait_ms` for the clients it answered: many send their next sentence
+at once, and those answered together would otherwise come back to find the others' search under
+way, splitting the clients into two half-size batches for good (32 clients: searches of 16
+sentences without the wait, 24-30 with it; benchmarks/RESULTS.md). The search runs in a worker
+thread, so the event loop keeps accepting requests while the model computes, and the next batch
+gathers meanwhile. Several workers (`ServeConfig.workers`) each search a batch of their own at
+once; beside a running search, the next starts once half as many sentences wait (or that search
+ends): on a busy server an idle worker would otherwise take one sentence at a time.
+
+Bulk requests (a file, or more source tokens than one search takes) wait apart: their sentences are
+searched in batches of `max_batch_tokens`, only while no other sentence waits, and by at most all
+workers but one, so that a request of a few sentences never waits behind a file when there are two
+workers or more. A sentence whose request gave up (a timeout, a client gone) leaves the queue
 unsearched. The search of a sentence does not depend on which others share its batch
 (decoding/translator.py), so a sentence served here gets what `aiayn translate` gives it. Without
 batching, one request is searched at a time.
@@ -23,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -34,7 +41,7 @@ from aiayn.translation import Segments, Translation, Translator
 
 
 class QueueFull(Exception):
-    """More sentences are waiting than the server accepts (`max_queue`)."""
+    """More sentences (or bulk requests) are waiting than the server accepts."""
 
 
 @dataclass(frozen=True)
@@ -44,20 +51,39 @@ class Search:
     pair: tuple[str, str]  # (source, target) language
     options: tuple[tuple[str, Any], ...] = ()  # DecodeConfig fields set by the request, sorted
     attention: bool = False
+    explain: bool = False  # the explain page's data of one sentence (`aiayn.explain`), searched alone
 
 
-@dataclass
-class _Waiting:
+@dataclass(eq=False)
+class _Text:
+    """One text of a request: its sentences, their n-best lists as their searches end, its answer."""
+
     text: str
-    segments: Segments  # its sentences and their ids (cut once, when the request's limits were checked)
+    segments: Segments
+    future: asyncio.Future = field(repr=False)
+    nbests: list[list[Translation] | None] = field(default_factory=list)
+    left: int = 0  # sentences not searched yet
+
+
+@dataclass(eq=False)
+class _Sentence:
+    text: _Text
+    index: int  # which sentence of its text
     search: Search
     request: int
-    future: asyncio.Future = field(repr=False)
     since: float = 0.0  # event-loop time it arrived
 
     @property
+    def ids(self) -> list[int]:
+        return self.text.segments.ids[self.index]
+
+    @property
     def tokens(self) -> int:  # source tokens, for the batch's budget
-        return self.segments.tokens
+        return len(self.ids)
+
+    @property
+    def withdrawn(self) -> bool:  # its request gave up, or failed
+        return self.text.future.done()
 
 
 @dataclass
@@ -80,10 +106,13 @@ class Batcher:
                  workers: int = 1) -> None:
         self.translators, self.config, self.executor, self.on_batch = translators, config, executor, on_batch
         self.workers = workers
-        self._searching = 0  # sentences in the searches running now
-        self._queue: collections.deque[_Waiting] = collections.deque()
+        self._searching = 0  # sentences of requests (not bulk) in the searches running now
+        self._bulk_searching = 0  # searches of bulk sentences running now
+        self._queue: collections.deque[_Sentence] = collections.deque()
+        self._bulk: collections.deque[collections.deque[_Sentence]] = collections.deque()  # per request
         self._submitted = asyncio.Event()
         self._requests = itertools.count()
+        self._lock = threading.Lock()  # the texts' n-best lists, filled by the search threads
         self.arriving = 0  # requests received and not yet submitted (the server counts them)
         self._answered_at, self._answered = float("-inf"), 0  # when the last search ended; its requests
         self._since_answer = 0  # requests submitted since then
@@ -91,21 +120,43 @@ class Batcher:
     @property
     def queued(self) -> int:
         """Sentences waiting (not those withdrawn)."""
-        return sum(not w.future.done() for w in self._queue)
+        return sum(not s.withdrawn for queue in (self._queue, *self._bulk) for s in queue)
 
-    def submit(self, texts: list[str], segments: list[Segments], search: Search) -> list[asyncio.Future]:
-        """Queue one request's texts with their sentences (`Translator.segment`); -> a future per
-        text, resolving to its Translation. Cancel the futures to withdraw the texts still waiting."""
+    @property
+    def bulk_full(self) -> bool:
+        """As many bulk requests wait as the server takes (`max_bulk`)."""
         self._drop_withdrawn()
-        if len(self._queue) + len(texts) > self.config.max_queue:
+        return len(self._bulk) >= self.config.max_bulk
+
+    def submit(self, texts: list[str], segments: list[Segments], search: Search, bulk: bool = False
+               ) -> list[asyncio.Future]:
+        """Queue one request's texts with their sentences (`Translator.segment`); -> a future per
+        text, resolving to its Translation (with `search.explain`: to the explain page's data). Cancel
+        the futures to withdraw the sentences still waiting. `bulk`: the request waits apart (a file,
+        or more than one search's tokens); at most `max_bulk` of them, and at most `max_queue`
+        sentences of the others, wait at once (QueueFull beyond)."""
+        self._drop_withdrawn()
+        sentences = sum(len(s.ids) for s in segments)
+        if bulk and len(self._bulk) >= self.config.max_bulk:
+            raise QueueFull(f"{len(self._bulk):,} files or long requests are being translated "
+                            f"(at most {self.config.max_bulk:,})")
+        if not bulk and len(self._queue) + sentences > self.config.max_queue:
             raise QueueFull(f"{len(self._queue):,} sentences are waiting (at most {self.config.max_queue:,})")
         loop, request = asyncio.get_running_loop(), next(self._requests)
-        waiting = [_Waiting(text, s, search, request, loop.create_future(), loop.time())
-                   for text, s in zip(texts, segments, strict=True)]
-        self._queue.extend(waiting)
-        self._since_answer += 1
+        waiting: list[_Sentence] = []
+        texts_ = [_Text(text, s, loop.create_future(), [None] * len(s.ids), len(s.ids))
+                  for text, s in zip(texts, segments, strict=True)]
+        for t in texts_:
+            if not t.left:  # no sentence to search: answered at once
+                t.future.set_result(self.translators[search.pair].assemble(t.segments, [], search.attention))
+            waiting += [_Sentence(t, i, search, request, loop.time()) for i in range(t.left)]
+        if bulk and waiting:
+            self._bulk.append(collections.deque(waiting))
+        else:
+            self._queue.extend(waiting)
+            self._since_answer += 1
         self._submitted.set()
-        return [w.future for w in waiting]
+        return [t.future for t in texts_]
 
     async def run(self) -> None:
         """Search batch after batch, `workers` at once, for ever (cancel the task to stop)."""
@@ -114,79 +165,138 @@ class Batcher:
     async def _work(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            batch = await self._next_batch()
+            batch, bulk = await self._next_batch()
             started = time.perf_counter()
-            search = batch[0].search
-            self._searching += len(batch)
+            if bulk:
+                self._bulk_searching += 1
+            else:
+                self._searching += len(batch)
             try:
-                results = await loop.run_in_executor(self.executor, self._translate, search, batch)
+                outputs, answers = await loop.run_in_executor(self.executor, self._search, batch)
             except Exception as e:  # noqa: BLE001 - handed to the requests, which answer 500
-                for w in batch:
-                    if not w.future.done():
-                        w.future.set_exception(e)
-                continue
+                answers = [(s.text, e) for s in batch]
+                outputs = []
             finally:
-                self._searching -= len(batch)
+                if bulk:
+                    self._bulk_searching -= 1
+                else:
+                    self._searching -= len(batch)
                 self._submitted.set()  # a worker gathering beside this search may start now
-            for w, result in zip(batch, results, strict=True):
-                if not w.future.done():
-                    w.future.set_result(result)
-            requests = len({w.request for w in batch})
-            self._answered_at, self._answered, self._since_answer = loop.time(), requests, 0
-            self.on_batch(BatchStats(len(batch), requests, sum(len(r.tokens) for r in results),
+            for text, answer in answers:
+                if not text.future.done():
+                    if isinstance(answer, Exception):
+                        text.future.set_exception(answer)
+                    else:
+                        text.future.set_result(answer)
+            requests = len({s.request for s in batch})
+            if not bulk:
+                self._answered_at, self._answered, self._since_answer = loop.time(), requests, 0
+            self.on_batch(BatchStats(len(batch), requests, sum(len(o[0].tokens) for o in outputs if o),
                                      time.perf_counter() - started))
 
-    def _translate(self, search: Search, batch: list[_Waiting]) -> list[Translation]:
-        texts, segments = [w.text for w in batch], [w.segments for w in batch]
-        return self.translators[search.pair].translate(texts, segments=segments, attention=search.attention,
-                                                       **dict(search.options))
+    def _search(self, batch: list[_Sentence]) -> tuple[list[Any], list[tuple[_Text, Any]]]:
+        """On a search thread: search the batch; -> each sentence's n-best list, and the answer (or
+        the error) of each text whose last sentences these were."""
+        search = batch[0].search
+        translator = self.translators[search.pair]
+        if search.explain:
+            from aiayn.explain import explain
 
-    async def _next_batch(self) -> list[_Waiting]:
-        """The next sentences to search together: the oldest waiting, and what may join it."""
+            return [], [(batch[0].text, explain(translator, batch[0].text.text, **dict(search.options)))]
+        outputs = translator.search([s.ids for s in batch], **dict(search.options))
+        complete = []
+        with self._lock:
+            for s, nbest in zip(batch, outputs, strict=True):
+                s.text.nbests[s.index] = nbest
+                s.text.left -= 1
+                if s.text.left == 0:
+                    complete.append(s.text)
+        answers: list[tuple[_Text, Any]] = []
+        for t in complete:
+            try:
+                answers.append((t, translator.assemble(t.segments, t.nbests, search.attention)))  # type: ignore[arg-type]
+            except Exception as e:  # noqa: BLE001 - that text's request answers 500
+                answers.append((t, e))
+        return outputs, answers
+
+    async def _next_batch(self) -> tuple[list[_Sentence], bool]:
+        """The next sentences to search together: the oldest waiting, and what may join it; or, when
+        none waits, bulk sentences (a worker left for the others). -> (the sentences, bulk)."""
         loop = asyncio.get_running_loop()
         while True:
             self._drop_withdrawn()
             if not self._queue:
+                if self._bulk and self._bulk_searching < max(1, self.workers - 1):
+                    taken = self._take_bulk()
+                    if taken:
+                        return taken, True
+                    continue
                 self._submitted.clear()
                 await self._submitted.wait()
                 continue
             first = self._queue[0]
+            if first.search.explain:
+                return self._take(lambda s, first=first: s is first), False
             if not self.config.batching:
-                return self._take(lambda w, request=first.request: w.request == request)
+                return self._take(lambda s, request=first.request: s.request == request), False
             now = loop.time()
             left = first.since + self.config.max_wait_ms / 1000 - now if self.arriving > 0 else 0.0
             returning = self._answered_at + self.config.return_wait_ms / 1000 - now \
                 if self._since_answer < self._answered else 0.0
-            same = [w for w in self._queue if w.search == first.search]
-            tokens = sum(w.tokens for w in same)
+            same = [s for s in self._queue if s.search == first.search]
+            tokens = sum(s.tokens for s in same)
             # Beside a running search, wait for half as many sentences as it holds (or for it to end):
             # a second search of one or two sentences would take the cores for little.
             gathering = 2 * len(same) < self._searching
             if tokens >= self.config.max_batch_tokens or (not gathering and max(left, returning) <= 0):
                 budget = self.config.max_batch_tokens
-                return self._take(lambda w, search=first.search: w.search == search, budget)
+                return self._take(lambda s, search=first.search: s.search == search, budget), False
             self._submitted.clear()
             try:
                 await asyncio.wait_for(self._submitted.wait(), None if gathering else max(left, returning))
             except TimeoutError:
                 pass
 
-    def _take(self, joins: Callable[[_Waiting], bool], budget: int | None = None) -> list[_Waiting]:
+    def _take(self, joins: Callable[[_Sentence], bool], budget: int | None = None) -> list[_Sentence]:
         """Remove and return the waiting sentences that `joins` accepts, oldest first, within `budget`
         source tokens (the first is taken whatever its size). Those left out for the budget are due:
         they go in the next search without waiting for others."""
         taken, kept, tokens = [], collections.deque(), 0
-        for w in self._queue:
-            if joins(w) and (not taken or budget is None or tokens + w.tokens <= budget):
-                taken.append(w)
-                tokens += w.tokens
+        for s in self._queue:
+            if joins(s) and (not taken or budget is None or tokens + s.tokens <= budget):
+                taken.append(s)
+                tokens += s.tokens
             else:
-                if joins(w):
-                    w.since = float("-inf")
-                kept.append(w)
+                if joins(s):
+                    s.since = float("-inf")
+                kept.append(s)
         self._queue = kept
         return taken
 
+    def _take_bulk(self) -> list[_Sentence]:
+        """The oldest bulk request's next sentences, with those of later ones asking the same search,
+        within the token budget (the first taken whatever its size)."""
+        search, budget = self._bulk[0][0].search, self.config.max_batch_tokens
+        taken, tokens = [], 0
+        for queue in self._bulk:
+            while queue and queue[0].search == search and (not taken or tokens + queue[0].tokens <= budget):
+                s = queue.popleft()
+                if not s.withdrawn:
+                    taken.append(s)
+                    tokens += s.tokens
+        self._bulk = collections.deque(q for q in self._bulk if q)
+        return taken
+
     def _drop_withdrawn(self) -> None:
-        if any(w.future.done() for w in self._queue):
-            self._queue = collections.deque(w for w in self._queue if not w.future.done())
+        if any(s.withdrawn for s in self._queue):
+            self._queue = collections.deque(s for s in self._queue if not s.withdrawn)
+        if any(q[0].withdrawn for q in self._bulk):  # a request's texts are withdrawn together
+            self._bulk = collections.deque(q for q in self._bulk if not _dropped(q))
+
+
+def _dropped(queue: collections.deque[_Sentence]) -> bool:
+    """Take the withdrawn sentences off the front of a bulk request's queue; -> whether none is left."""
+    while queue and queue[0].withdrawn:
+        queue.popleft()
+    return not queue
+

@@ -5,6 +5,7 @@ compares them field by field."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import mimetypes
 from typing import Any
@@ -13,11 +14,10 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from aiayn.serve.errors import Problem, validation_message
-from aiayn.serve.service import Service
+from aiayn.serve.files import attachment
+from aiayn.serve.service import Service, check_counts
 from aiayn.text import documents
 from aiayn.text.detect import LANGUAGE_NAMES
-
-FILE_CHUNK = 64  # texts of a file queued at once
 
 
 class LibreTranslateRequest(BaseModel):
@@ -55,7 +55,9 @@ def _text_routes(api: APIRouter, service: Service) -> None:
         if body.format not in ("text", "html"):
             raise Problem(400, f"{body.format} format is not supported")
         texts = [body.q] if isinstance(body.q, str) else body.q
-        detected = service.detect(texts, body.target, body.format)[0] if body.source == "auto" else None
+        check_counts(texts, service.config)
+        detected = (await service.detect(texts, body.target, body.format, limits=False))[0] \
+            if body.source == "auto" else None
         pair = service.pair(detected[0] if detected else body.source, body.target)
         options: dict[str, Any] = {"format": body.format}
         if body.alternatives:
@@ -79,7 +81,7 @@ def _text_routes(api: APIRouter, service: Service) -> None:
         if not (isinstance(texts, list) and all(isinstance(t, str) for t in texts)):
             raise Problem(422, "q: must be a text or a list of texts")
         service.admit(request, key if isinstance(key, str) else None)
-        return [language_json(code, confidence) for code, confidence in service.detect(texts)]
+        return [language_json(code, confidence) for code, confidence in await service.detect(texts)]
 
 
 def _file_routes(api: APIRouter, service: Service) -> None:
@@ -88,24 +90,30 @@ def _file_routes(api: APIRouter, service: Service) -> None:
     @api.post("/translate_file", summary="LibreTranslate's translate_file: a .txt, .html, .srt or .docx "
                                          "file (multipart: file, source, target); -> translatedFileUrl")
     async def translate_file(request: Request) -> dict[str, Any]:
+        deadline = asyncio.get_running_loop().time() + service.config.file_timeout  # the whole file's
         form = await request.form()
         upload = uploaded(form)
         key = form.get("api_key")
         service.admit(request, key if isinstance(key, str) else None)
+        if service.batcher.bulk_full:  # before reading the file
+            raise Problem(503, f"the server is busy: {service.config.max_bulk} files or long requests are "
+                               "being translated; retry later", {"Retry-After": "1"})
+        name = upload.filename
         try:
-            document = documents.read(await upload.read(), upload.filename)
+            document = await service.prepare(documents.read, await upload.read(), name,
+                                             service.config.max_file_bytes)
         except documents.DocumentError as e:
-            known = "." + upload.filename.rsplit(".", 1)[-1].lower() in documents.KINDS
+            known = "." + name.rsplit(".", 1)[-1].lower() in documents.KINDS
             raise Problem(400, str(e) if known else "Invalid request: file format not supported") from None
         source, target = str(form["source"]), str(form["target"])
         if source == "auto":
-            source = service.detect(document.texts or [""], target, document.format)[0][0]
+            detected = await service.detect(document.texts or [""], target, document.format, limits=False)
+            source = detected[0][0]
         pair = service.pair(source, target)
-        translations = []
-        for start in range(0, len(document.texts), FILE_CHUNK):  # a chunk at a time: the queue is bounded
-            translations += await service.translate(request, document.texts[start:start + FILE_CHUNK], pair,
-                                                    {"format": document.format}, limits=False)
-        stored = service.files.add(upload.filename, document.write([t.text for t in translations]))
+        translations = await service.translate(request, document.texts, pair, {"format": document.format},
+                                                file=name, deadline=deadline)
+        data = await service.prepare(document.write, [t.text for t in translations])
+        stored = service.files.add(name, data)
         return {"translatedFileUrl": str(request.url_for("download_file", filename=stored))}
 
     @api.get("/download_file/{filename}", summary="A file translated by /translate_file, for 10 minutes")
@@ -116,8 +124,8 @@ def _file_routes(api: APIRouter, service: Service) -> None:
                                f"{service.files.ttl / 60:g} minutes)")
         name, data = found
         kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
-        return Response(data, media_type=kind,
-                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+        return Response(data, media_type=kind, headers={"Content-Disposition": attachment(name),
+                                                        "X-Content-Type-Options": "nosniff"})
 
 
 def _info_routes(api: APIRouter, service: Service) -> None:

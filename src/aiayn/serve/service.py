@@ -1,22 +1,28 @@
 """What every API of the server shares: the models by language pair, the limits, API keys, the
-batcher and its worker thread, the metrics, and readiness; and the way one request's texts are
-checked, queued and awaited (`Service.translate`)."""
+batcher and its search threads, the threads that prepare texts and files, the metrics, and
+readiness; and the way one request's texts are checked, queued and awaited (`Service.translate`).
+
+The event loop only routes, batches and answers: cutting texts into sentences, tokenising,
+detecting languages, reading and writing files and building large answers run on the preparing
+threads (`Service.prepare`), searching on the search threads."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import functools
+import gc
+import hmac
+import json
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
-from fastapi import Request
+from fastapi import Request, Response
 
 from aiayn.config import ConfigError, ServeConfig
-from aiayn.explain import explain
 from aiayn.serve.batcher import Batcher, QueueFull, Search
 from aiayn.serve.errors import Problem
 from aiayn.serve.files import TranslatedFiles
@@ -42,21 +48,43 @@ class Service:
         self.limits = RateLimits(config.req_limit, config.key_req_limit)
         self.files = TranslatedFiles()
         self._detectors: dict[tuple[str, ...], LanguageDetector] = {}
+        self.preparers = ThreadPoolExecutor(config.prep_threads, thread_name_prefix="aiayn-prep")
         self.ready = False
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Search batches while the server runs; warm each model up in the worker thread first
-        (`ready` turns True once that is done)."""
+        (`ready` turns True once that is done). Once warm, what the process holds (the models, the
+        libraries) is left out of Python's full garbage collections (`gc.freeze`): they hold every
+        thread for as long as they take, and over a loaded model they took 90-190 ms, the event loop's
+        longest waits while a large file was read (benchmarks/RESULTS.md)."""
         loop = asyncio.get_running_loop()
         searching = asyncio.create_task(self.batcher.run())
         warming = loop.run_in_executor(self.executor, warm_up, self.models.values(), self.config)
-        warming.add_done_callback(lambda f: setattr(self, "ready", f.exception() is None))
+
+        def warmed(f: asyncio.Future) -> None:
+            self.ready = f.exception() is None
+            gc.freeze()
+
+        warming.add_done_callback(warmed)
         try:
             yield
         finally:
+            gc.unfreeze()
             searching.cancel()
             self.executor.shutdown(wait=False, cancel_futures=True)
+            self.preparers.shutdown(wait=False, cancel_futures=True)
+
+    async def prepare(self, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """`work(*args, **kwargs)` on the preparing threads: CPU work kept off the event loop."""
+        call = functools.partial(work, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self.preparers, call)
+
+    async def json(self, make: Callable[[], Any]) -> Response:
+        """A JSON answer built and written on the preparing threads (attention weights, the explain
+        page's data: hundreds of thousands of numbers)."""
+        body = await self.prepare(lambda: json.dumps(make()).encode())
+        return Response(body, media_type="application/json")
 
     def admit(self, request: Request, given_key: str | None = None) -> None:
         """A request to a translating endpoint: its API key is checked (`given_key`: from its body),
@@ -74,27 +102,36 @@ class Service:
         if not key:
             raise Problem(401, "an API key is required: send it as 'Authorization: Bearer KEY', "
                                "'X-API-Key: KEY' or the api_key field")
-        if key not in self.keys:
+        if not any([hmac.compare_digest(key.encode(), k.encode()) for k in self.keys]):  # each compared
             raise Problem(403, "the API key is not valid")
         return key
 
-    def detect(self, texts: list[str], target: str | None = None, format: str = "text"
-               ) -> list[tuple[str, float]]:
-        """The languages of `texts` taken together (of their text, for HTML), most likely first, with
-        confidences from 0 to 1, among the source languages of the models (that translate into
-        `target`, if given)."""
+    async def detect(self, texts: Sequence[str], target: str | None = None, format: str = "text",
+                     limits: bool = True) -> list[tuple[str, float]]:
+        """The languages of `texts` taken together (of their text, for HTML; at most `max_chars`
+        characters of it are read), most likely first, with confidences from 0 to 1, among the
+        source languages of the models (that translate into `target`, if given). `limits`: check
+        the number and length of the texts first (400)."""
+        if limits:
+            check_counts(texts, self.config)
         sources = tuple(sorted({s for s, t in self.models if target in (None, t)}))
         if not sources:
             served = ", ".join(f"{s}->{t}" for s, t in self.models)
             raise Problem(400, f"no model translates into {target}; this server has {served}")
+        return await self.prepare(self._detect, sources, list(texts), format)
+
+    def _detect(self, sources: tuple[str, ...], texts: list[str], format: str) -> list[tuple[str, float]]:
         if sources not in self._detectors:
             try:
                 self._detectors[sources] = LanguageDetector(sources)
+            except ImportError as e:
+                raise Problem(501, f"source auto: {e}; or give the source language") from None
             except ValueError as e:
                 raise Problem(400, f"source auto: {e}") from None
-        if format == "html":
-            texts = [" ".join(markup.Document.parse(t, "").sentences) for t in texts]
-        return self._detectors[sources].detect(texts)
+        most = self.config.max_chars
+        if format == "html":  # its text, from the start of the page (markup and all, 16x the text read)
+            texts = [" ".join(markup.Document.parse(t, "").sentences) for t in clipped(texts, 16 * most)]
+        return self._detectors[sources].detect(clipped(texts, most))
 
     def pair(self, source: str | None, target: str | None) -> tuple[str, str]:
         """The language pair a request asks for; a language left out: the one model that fits."""
@@ -112,40 +149,60 @@ class Service:
         return max(self.models[pair].defaults.beam_size, nbest)
 
     async def translate(self, request: Request, texts: list[str], pair: tuple[str, str],
-                        options: dict[str, Any], attention: bool = False, limits: bool = True
-                        ) -> list[Translation]:
-        """Check the texts against the limits (`limits` False: a file's texts, which the body's
-        limit bounds), queue them for the batcher, and await their translations (withdrawn on a
-        timeout or when the client goes away)."""
+                        options: dict[str, Any], attention: bool = False, file: str | None = None,
+                        deadline: float | None = None) -> list[Translation]:
+        """Check the texts against the limits, cut them into sentences (on the preparing threads),
+        queue them for the batcher, and await their translations (withdrawn past the `deadline`, an
+        event-loop time, by default `timeout` from now, or when the client goes away). `file`: the
+        texts are that file's (its limit is `max_file_tokens`, its sentences bulk)."""
         if not self.ready:
             raise Problem(503, "the server is warming up its models", {"Retry-After": "1"})
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.timeout if deadline is None else deadline
         translator = self.models[pair]
         try:
             search = translator.config(**options)
         except ValueError as e:
             raise Problem(422, str(e)) from None
         at_most("beam_size", search.beam_size, self.config.max_beam_size)
-        segments = check_texts(texts, translator, self.config, options, limits)
+        if file is None:
+            check_counts(texts, self.config)
+        segments = await self.prepare(check_tokens, texts, translator, self.config, options, file)
         arrived(request, self.batcher)
+        searched = {k: v for k, v in options.items() if k not in CUTTING}  # done: `segments`
+        bulk = file is not None or sum(s.tokens for s in segments) > self.config.max_batch_tokens
         try:
-            searched = {k: v for k, v in options.items() if k not in CUTTING}  # done: `segments`
             search_ = Search(pair, tuple(sorted(searched.items())), attention)
-            futures = self.batcher.submit(texts, segments, search_)
+            futures = self.batcher.submit(texts, segments, search_, bulk)
         except QueueFull as e:
             raise Problem(503, f"the server is busy: {e}; retry later", {"Retry-After": "1"}) from None
-        return await results(request, futures, self.config.timeout)
+        timeout = self.config.file_timeout if file is not None else self.config.timeout
+        return await results(request, futures, deadline, f"this server's {'file ' if file else ''}timeout "
+                                                         f"({timeout:g} s)")
 
-    async def explain(self, text: str, pair: tuple[str, str], options: dict[str, Any]) -> dict[str, Any]:
-        """The explain page's data for one sentence (`aiayn.explain`), computed on a search thread."""
+    async def explain(self, request: Request, text: str, pair: tuple[str, str], options: dict[str, Any]
+                      ) -> Response:
+        """The explain page's data for one sentence (`aiayn.explain`): queued and searched like any
+        sentence (alone), within the timeout."""
         if not self.ready:
             raise Problem(503, "the server is warming up its models", {"Retry-After": "1"})
-        if len(text) > self.config.max_chars:
-            raise Problem(400, f"text: {len(text):,} characters; at most {self.config.max_chars:,}")
-        work = functools.partial(explain, self.models[pair], text, **options)
+        deadline = asyncio.get_running_loop().time() + self.config.timeout
+        check_counts([text], self.config)
+        if not text.strip():  # no sentence to queue
+            raise Problem(400, "the sentence is empty: give a sentence to explain")
+        segments = await self.prepare(self.models[pair].segment, [text], split=False)
+        arrived(request, self.batcher)
         try:
-            return await asyncio.get_running_loop().run_in_executor(self.executor, work)
+            futures = self.batcher.submit([text], segments, Search(pair, tuple(sorted(options.items())),
+                                                                   explain=True))
+        except QueueFull as e:
+            raise Problem(503, f"the server is busy: {e}; retry later", {"Retry-After": "1"}) from None
+        try:
+            limit = f"this server's timeout ({self.config.timeout:g} s)"
+            data, = await results(request, futures, deadline, limit)
         except ConfigError as e:
             raise Problem(400, str(e)) from None
+        return await self.json(lambda: data)
 
 
 def searchers(workers: int = 1, threads: int | None = None) -> ThreadPoolExecutor:
@@ -196,39 +253,69 @@ def by_pair(translators: Iterable[Translator]) -> dict[tuple[str, str], Translat
     return models
 
 
-def check_texts(texts: list[str], translator: Translator, config: ServeConfig, options: dict[str, Any],
-                limits: bool = True) -> list[Segments]:
-    """Each text cut into sentences with their source ids, once the request's limits are checked
-    (the translator takes them as they are: each text is cut and tokenised once)."""
-    if not limits:
-        return translator.segment(texts, **options)
+def check_counts(texts: Sequence[str], config: ServeConfig) -> None:
+    """A request's number of texts and their characters, checked before any work on them (400)."""
     if len(texts) > config.max_texts:
         raise Problem(400, f"{len(texts)} texts in one request; at most {config.max_texts}")
     for i, text in enumerate(texts):
         if len(text) > config.max_chars:
             raise Problem(400, f"text {i}: {len(text):,} characters; at most {config.max_chars:,}")
+
+
+def check_tokens(texts: list[str], translator: Translator, config: ServeConfig, options: dict[str, Any],
+                 file: str | None = None) -> list[Segments]:
+    """Each text cut into sentences with their source ids (the translator takes them as they are:
+    each text is cut and tokenised once), once its tokens are checked against `max_tokens` (400), or
+    those of a whole `file` against `max_file_tokens`."""
     segments = translator.segment(texts, **options)
+    if file is not None:
+        tokens = sum(s.tokens for s in segments)
+        if tokens > config.max_file_tokens:
+            raise Problem(400, f"{file}: {tokens:,} tokens; a file may have at most "
+                               f"{config.max_file_tokens:,}")
+        return segments
     for i, s in enumerate(segments):
         if s.tokens > config.max_tokens:
             raise Problem(400, f"text {i}: {s.tokens:,} tokens; at most {config.max_tokens:,}")
     return segments
 
 
-async def results(request: Request, futures: list[asyncio.Future], timeout: float) -> list[Translation]:
-    """The futures' results; on a timeout or when the client goes away, the sentences still waiting
-    are withdrawn (cancelled)."""
-    everything = asyncio.gather(*futures)
-    gone = asyncio.create_task(client_gone(request))
+def clipped(texts: Sequence[str], chars: int) -> list[str]:
+    """The first `chars` characters of `texts`, as texts."""
+    out = []
+    for text in texts:
+        if chars <= 0:
+            break
+        out.append(text[:chars])
+        chars -= len(text)
+    return out
+
+
+async def results(request: Request, futures: list[asyncio.Future], deadline: float, limit: str) -> list[Any]:
+    """The futures' results; past the `deadline` (an event-loop time; `limit` says which, for the 504)
+    or when the client goes away, the sentences still waiting are withdrawn (cancelled)."""
+    if not futures:
+        return []
+    everything = asyncio.ensure_future(asyncio.wait(futures))
+    gone = asyncio.ensure_future(client_gone(request))
     try:
+        timeout = max(0.0, deadline - asyncio.get_running_loop().time())
         done, _ = await asyncio.wait({everything, gone}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
         gone.cancel()
     if everything in done:
-        return everything.result()
+        errors = [f.exception() for f in futures]  # each one read, so that asyncio logs none of them
+        for e in errors:
+            if e is not None:
+                raise e
+        return [f.result() for f in futures]
     everything.cancel()
+    for f in futures:
+        if not f.cancel() and not f.cancelled():
+            f.exception()  # answered meanwhile: read, so that asyncio does not log an error never read
     if gone in done:
         raise Problem(499, "the client closed the connection")
-    raise Problem(504, f"the translation took longer than this server's timeout ({timeout:g} s)")
+    raise Problem(504, f"the translation took longer than {limit}")
 
 
 async def client_gone(request: Request) -> None:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from aiayn.serve.errors import Problem
-from aiayn.serve.service import Service, at_most
+from aiayn.serve.service import Service, at_most, check_counts
 from aiayn.translation import AttentionView, Translation
 
 
@@ -47,12 +47,13 @@ def router(service: Service) -> APIRouter:
     api = APIRouter()
 
     @api.post("/v1/translate", summary="Translate texts; n-best lists and attention on request")
-    async def translate(request: Request, body: TranslateRequest) -> dict[str, Any]:
+    async def translate(request: Request, body: TranslateRequest) -> Any:
         service.admit(request)
         texts = [body.text] if isinstance(body.text, str) else body.text
+        check_counts(texts, service.config)
         source = body.source
         if source == "auto":
-            source = service.detect(texts, body.target, body.format)[0][0]
+            source = (await service.detect(texts, body.target, body.format, limits=False))[0][0]
         pair = service.pair(source, body.target)
         asked = (("beam_size", body.beam_size), ("nbest", body.nbest),
                  ("length_penalty", body.length_penalty), ("max_output_len", body.max_len),
@@ -61,23 +62,29 @@ def router(service: Service) -> APIRouter:
         for field in ("beam_size", "nbest"):
             if field in options:
                 at_most(field, options[field], service.config.max_beam_size)
+        if body.max_len is not None:
+            at_most("max_len", body.max_len, service.config.max_output_tokens)
         if body.nbest is not None and body.beam_size is None:
             options["beam_size"] = service.beam_for(pair, body.nbest)
         if body.attention and service.models[pair].model is None:
             raise Problem(400, "attention weights come from PyTorch models; this one runs on CTranslate2")
         results = await service.translate(request, texts, pair, options, body.attention)
-        return {"source": pair[0], "target": pair[1],
-                "translations": [translation_json(t, body.attention) for t in results]}
+
+        def answer() -> dict[str, Any]:
+            return {"source": pair[0], "target": pair[1],
+                    "translations": [translation_json(t, body.attention) for t in results]}
+
+        return await service.json(answer) if body.attention else answer()
 
     @api.post("/v1/explain", summary="One sentence's translation, step by step: the explain page's data")
-    async def explain(request: Request, body: ExplainRequest) -> dict[str, Any]:
+    async def explain(request: Request, body: ExplainRequest) -> Any:
         service.admit(request)
         pair = service.pair(body.source, body.target)
         options = {k: v for k, v in (("beam_size", body.beam_size), ("length_penalty", body.length_penalty))
                    if v is not None}
         if "beam_size" in options:
             at_most("beam_size", options["beam_size"], service.config.max_beam_size)
-        return await service.explain(body.text, pair, options)
+        return await service.explain(request, body.text, pair, options)
 
     @api.get("/v1/models", summary="The models served: language pair, search defaults, how they compute")
     async def models() -> dict[str, Any]:
