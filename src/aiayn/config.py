@@ -278,10 +278,10 @@ class ServeConfig:
                                        "once); 0: not at all", bounds=">= 0")
     max_queue: int = _opt(4096, "sentences waiting at most (of requests that are not bulk: see --max-bulk); "
                                 "beyond, requests get 503 and Retry-After", bounds=">= 1")
-    max_bulk: int = _opt(8, "bulk requests (a file, or more source tokens than --max-batch-tokens) "
-                            "translated at once at most; beyond, 503 and Retry-After. Their sentences are "
-                            "searched while no other sentence waits, by all searches but one (--workers)",
-                         bounds=">= 1")
+    max_bulk: int = _opt(8, "bulk requests (a file, or more source tokens than --max-batch-tokens, or more "
+                            "sentences than --max-queue) translated at once at most; beyond, 503 and "
+                            "Retry-After. Their sentences are searched while no other sentence waits, by all "
+                            "searches but one (--workers)", bounds=">= 1")
     timeout: float = _opt(60.0, "seconds a request may take; after that it gets 504", bounds="> 0")
     file_timeout: float = _opt(600.0, "seconds a file (/translate_file) may take, all of it; after that it "
                                       "gets 504", bounds="> 0")

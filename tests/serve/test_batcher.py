@@ -18,8 +18,8 @@ NAMES: dict[int, str] = {}  # a sentence's first source id -> its text, for the 
 
 
 def submit(batcher, texts, segments, search, bulk=False):
-    """`batcher.submit`, each text's sentences its words, the first id of each telling the Recorder
-    its name."""
+    """`batcher.submit` of a request of `texts`, each text's sentences its words, the first id of each
+    telling the Recorder its name; -> [its future] (a list, to await with others: `*submit(...)`)."""
     named = []
     for text, s in zip(texts, segments, strict=True):
         words = text.split() if len(s.ids) > 1 else [text]
@@ -30,7 +30,12 @@ def submit(batcher, texts, segments, search, bulk=False):
                 NAMES[codes[i]] = w
         named.append(Segments(Parts(words, [""] + [" "] * (len(words) - 1) + [""]),
                               [[c] + ids[1:] for c, ids in zip(codes, s.ids, strict=True)]))
-    return batcher.submit(texts, named, search, bulk)
+    return [batcher.submit(batcher.request(texts, named, search, bulk))]
+
+
+def answered(results):
+    """The texts of the answers of several requests, in order."""
+    return [t.text for answers in results for t in answers]
 
 
 class Recorder:
@@ -88,7 +93,7 @@ def test_sentences_arriving_within_the_wait_share_one_search():
         await asyncio.sleep(0.01)
         batcher.arriving = 0
         second = submit(batcher, ["b", "c"], ids(1, 1), EN_DE)
-        return [t.text for t in await asyncio.gather(*first, *second)]
+        return answered(await asyncio.gather(*first, *second))
 
     results, recorder = run(ServeConfig(max_wait_ms=500), scenario)
     assert results == ["A", "B", "C"]
@@ -147,10 +152,10 @@ def test_withdrawn_sentences_are_not_searched_and_a_full_queue_refuses():
             f.cancel()
         later = submit(batcher, ["e"], ids(1), EN_DE)
         recorder.hold.set()
-        return await asyncio.gather(*busy, *later)
+        return answered(await asyncio.gather(*busy, *later))
 
     results, recorder = run(ServeConfig(max_queue=2, max_wait_ms=0), scenario)
-    assert [t.text for t in results] == ["A", "E"]
+    assert results == ["A", "E"]
     assert [texts for texts, _ in recorder.searches] == [["a"], ["e"]]
 
 
@@ -305,7 +310,7 @@ def test_the_queue_counts_sentences_and_a_text_is_answered_once_all_of_its_are_s
         future = submit(batcher, ["a b c"], sentences(2, 2, 2), EN_DE)
         with pytest.raises(QueueFull):
             submit(batcher, ["d"], ids(1), EN_DE)
-        return (await asyncio.wait_for(future[0], 5)).text
+        return (await asyncio.wait_for(future[0], 5))[0].text
 
     text, recorder = run(ServeConfig(max_queue=3, max_batch_tokens=4, max_wait_ms=60_000), scenario)
     assert text == "A B C"

@@ -69,22 +69,26 @@ def test_a_file_has_one_deadline_for_all_of_it_and_a_token_limit(en_de):
 
 
 def test_the_queue_counts_sentences_not_texts(en_de):
+    """A queue of four holds one text of three sentences, and no room is left for a text of two; a text
+    of more sentences than the queue holds waits apart, as bulk, and is translated."""
     gated = Gated(en_de)
     with serving([gated], max_queue=4) as url:
         async def scenario():
             async with httpx.AsyncClient(timeout=HANG_S) as client:
                 held = held_translation(client, url)
                 await asyncio.to_thread(gated.holding.wait, HANG_S)
-                five = await client.post(f"{url}/v1/translate", json={"text": lines(5)})
-                four = asyncio.create_task(client.post(f"{url}/v1/translate", json={"text": lines(4)}))
-                await queued_becomes(url, 4)
+                three = asyncio.create_task(client.post(f"{url}/v1/translate", json={"text": lines(3)}))
+                await queued_becomes(url, 3)
+                two = await client.post(f"{url}/v1/translate", json={"text": lines(2)})
+                five = asyncio.create_task(client.post(f"{url}/v1/translate", json={"text": lines(5)}))
+                await queued_becomes(url, 8)
                 gated.gate.set()
-                return five, await four, await held
+                return two, await three, await five, await held
 
-        five, four, held = asyncio.run(scenario())
-        assert five.status_code == 503 and "4 sentences are waiting" not in five.json()["error"]
-        assert "(at most 4)" in five.json()["error"]
-        assert four.status_code == 200 and held.status_code == 200
+        two, three, five, held = asyncio.run(scenario())
+        assert two.status_code == 503 and "3 sentences are waiting (at most 4)" in two.json()["error"]
+        assert three.status_code == five.status_code == held.status_code == 200
+        assert five.json()["translations"][0]["text"].count("\n") == 4
 
 
 def test_explain_goes_through_the_queue_and_the_timeout(en_de):

@@ -286,3 +286,6 @@ def test_an_entity_is_not_spread_over_other_words():
     doc = Document.parse("<p>Tom &amp; Jerry &#108;ike 5 &lt; 6&#59;</p>", "en")
     out = doc.join(["Ein Football & like; 6;"], "de", lambda i: proportional(len(doc.sentences[i]), 20))
     assert out == "<p>Ein Football &amp; like; 6&#59;</p>"
+    unended = Document.parse("<p>It costs &#8364<b>5</b> now.</p>", "en")  # "&#8364" ends at the tag
+    out = unended.join(["It costs \u20ac5 now."], "de", lambda i: proportional(len(unended.sentences[i]), 20))
+    assert html.unescape(re.sub("<[^>]*>", "", out)) == "It costs \u20ac5 now."

@@ -15,23 +15,24 @@ gathers meanwhile. Several workers (`ServeConfig.workers`) each search a batch o
 once; beside a running search, the next starts once half as many sentences wait (or that search
 ends): on a busy server an idle worker would otherwise take one sentence at a time.
 
-Bulk requests (a file, or more source tokens than one search takes) wait apart: their sentences are
-searched in batches of `max_batch_tokens`, only while no other sentence waits, and by at most all
-workers but one, so that a request of a few sentences never waits behind a file when there are two
-workers or more. A sentence whose request gave up (a timeout, a client gone) leaves the queue
-unsearched. The search of a sentence does not depend on which others share its batch
-(decoding/translator.py), so a sentence served here gets what `aiayn translate` gives it. Without
-batching, one request is searched at a time.
+Bulk requests (a file, or more source tokens than one search takes, or more sentences than the
+queue holds: the server decides) wait apart: their sentences are searched in batches of
+`max_batch_tokens`, only while no other sentence waits, and by at most all workers but one, so that
+a request of a few sentences never waits behind a file when there are two workers or more. A
+request answers once all its texts are answered, or with the first error; a request that gave up
+(a timeout, a client gone, an error) has its sentences still waiting leave the queue unsearched.
+The search of a sentence does not depend on which others share its batch (decoding/translator.py),
+so a sentence served here gets what `aiayn translate` gives it. Without batching, one request is
+searched at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,23 +56,47 @@ class Search:
 
 
 @dataclass(eq=False)
-class _Text:
-    """One text of a request: its sentences, their n-best lists as their searches end, its answer."""
+class Request:
+    """One request's texts and sentences as the batcher searches them, made on any thread
+    (`Batcher.request`: a large request's thousands of objects are not made on the event loop),
+    then queued (`Batcher.submit`). Its `future` resolves to an answer per text, or to the first
+    error; cancelled, the sentences still waiting are withdrawn."""
 
+    texts: list[_Text]
+    sentences: list[_Sentence]  # to search, in order
+    search: Search
+    bulk: bool  # waits apart (see the module)
+    answers: list[Any]  # per text, as they come (a text without a sentence: at once)
+    left: int  # texts not answered yet
+    future: asyncio.Future = field(init=False, repr=False)
+    since: float = 0.0  # event-loop time it was queued
+
+
+@dataclass(eq=False)
+class _Text:
+    """One text of a request: its sentences, and their n-best lists as their searches end."""
+
+    request: Request = field(repr=False)
+    index: int  # which text of the request
     text: str
     segments: Segments
-    future: asyncio.Future = field(repr=False)
-    nbests: list[list[Translation] | None] = field(default_factory=list)
-    left: int = 0  # sentences not searched yet
+    nbests: list[list[Translation] | None]
+    left: int  # sentences not searched yet
 
 
 @dataclass(eq=False)
 class _Sentence:
     text: _Text
     index: int  # which sentence of its text
-    search: Search
-    request: int
-    since: float = 0.0  # event-loop time it arrived
+    due: bool = False  # left out of a search for its token budget: goes in the next without waiting
+
+    @property
+    def request(self) -> Request:
+        return self.text.request
+
+    @property
+    def search(self) -> Search:
+        return self.text.request.search
 
     @property
     def ids(self) -> list[int]:
@@ -83,7 +108,7 @@ class _Sentence:
 
     @property
     def withdrawn(self) -> bool:  # its request gave up, or failed
-        return self.text.future.done()
+        return self.text.request.future.done()
 
 
 @dataclass
@@ -111,7 +136,6 @@ class Batcher:
         self._queue: collections.deque[_Sentence] = collections.deque()
         self._bulk: collections.deque[collections.deque[_Sentence]] = collections.deque()  # per request
         self._submitted = asyncio.Event()
-        self._requests = itertools.count()
         self._lock = threading.Lock()  # the texts' n-best lists, filled by the search threads
         self.arriving = 0  # requests received and not yet submitted (the server counts them)
         self._answered_at, self._answered = float("-inf"), 0  # when the last search ended; its requests
@@ -119,8 +143,9 @@ class Batcher:
 
     @property
     def queued(self) -> int:
-        """Sentences waiting (not those withdrawn)."""
-        return sum(not s.withdrawn for queue in (self._queue, *self._bulk) for s in queue)
+        """Sentences waiting (not those withdrawn; a bulk request's are withdrawn together)."""
+        bulk = sum(len(q) for q in self._bulk if not q[0].withdrawn)
+        return sum(not s.withdrawn for s in self._queue) + bulk
 
     @property
     def bulk_full(self) -> bool:
@@ -128,35 +153,42 @@ class Batcher:
         self._drop_withdrawn()
         return len(self._bulk) >= self.config.max_bulk
 
-    def submit(self, texts: list[str], segments: list[Segments], search: Search, bulk: bool = False
-               ) -> list[asyncio.Future]:
-        """Queue one request's texts with their sentences (`Translator.segment`); -> a future per
-        text, resolving to its Translation (with `search.explain`: to the explain page's data). Cancel
-        the futures to withdraw the sentences still waiting. `bulk`: the request waits apart (a file,
-        or more than one search's tokens); at most `max_bulk` of them, and at most `max_queue`
-        sentences of the others, wait at once (QueueFull beyond)."""
+    def request(self, texts: Sequence[str], segments: Sequence[Segments], search: Search, bulk: bool = False
+                ) -> Request:
+        """One request's texts with their sentences (`Translator.segment`), ready to `submit`; a text
+        without a sentence is answered here. Any thread may call it."""
+        request = Request([], [], search, bulk, [None] * len(texts), len(texts))
+        translator = self.translators[search.pair]
+        for i, (text, s) in enumerate(zip(texts, segments, strict=True)):
+            t = _Text(request, i, text, s, [None] * len(s.ids), len(s.ids))
+            request.texts.append(t)
+            request.sentences += [_Sentence(t, k) for k in range(t.left)]
+            if not t.left:
+                request.answers[i] = translator.assemble(s, [], search.attention)
+                request.left -= 1
+        return request
+
+    def submit(self, request: Request) -> asyncio.Future:
+        """Queue a `request` (on the event loop); -> its future (see Request). A bulk request waits
+        apart, at most `max_bulk` of them; at most `max_queue` sentences of the others wait at once
+        (QueueFull beyond)."""
         self._drop_withdrawn()
-        sentences = sum(len(s.ids) for s in segments)
-        if bulk and len(self._bulk) >= self.config.max_bulk:
+        if request.bulk and len(self._bulk) >= self.config.max_bulk:
             raise QueueFull(f"{len(self._bulk):,} files or long requests are being translated "
                             f"(at most {self.config.max_bulk:,})")
-        if not bulk and len(self._queue) + sentences > self.config.max_queue:
+        if not request.bulk and len(self._queue) + len(request.sentences) > self.config.max_queue:
             raise QueueFull(f"{len(self._queue):,} sentences are waiting (at most {self.config.max_queue:,})")
-        loop, request = asyncio.get_running_loop(), next(self._requests)
-        waiting: list[_Sentence] = []
-        texts_ = [_Text(text, s, loop.create_future(), [None] * len(s.ids), len(s.ids))
-                  for text, s in zip(texts, segments, strict=True)]
-        for t in texts_:
-            if not t.left:  # no sentence to search: answered at once
-                t.future.set_result(self.translators[search.pair].assemble(t.segments, [], search.attention))
-            waiting += [_Sentence(t, i, search, request, loop.time()) for i in range(t.left)]
-        if bulk and waiting:
-            self._bulk.append(collections.deque(waiting))
+        loop = asyncio.get_running_loop()
+        request.future, request.since = loop.create_future(), loop.time()
+        if not request.left:
+            request.future.set_result(request.answers)
+        elif request.bulk:
+            self._bulk.append(collections.deque(request.sentences))
         else:
-            self._queue.extend(waiting)
+            self._queue.extend(request.sentences)
             self._since_answer += 1
         self._submitted.set()
-        return [t.future for t in texts_]
+        return request.future
 
     async def run(self) -> None:
         """Search batch after batch, `workers` at once, for ever (cancel the task to stop)."""
@@ -183,12 +215,8 @@ class Batcher:
                     self._searching -= len(batch)
                 self._submitted.set()  # a worker gathering beside this search may start now
             for text, answer in answers:
-                if not text.future.done():
-                    if isinstance(answer, Exception):
-                        text.future.set_exception(answer)
-                    else:
-                        text.future.set_result(answer)
-            requests = len({s.request for s in batch})
+                _answer(text, answer)
+            requests = len({id(s.request) for s in batch})
             if not bulk:
                 self._answered_at, self._answered, self._since_answer = loop.time(), requests, 0
             self.on_batch(BatchStats(len(batch), requests, sum(len(o[0].tokens) for o in outputs if o),
@@ -238,9 +266,10 @@ class Batcher:
             if first.search.explain:
                 return self._take(lambda s, first=first: s is first), False
             if not self.config.batching:
-                return self._take(lambda s, request=first.request: s.request == request), False
+                return self._take(lambda s, request=first.request: s.request is request), False
             now = loop.time()
-            left = first.since + self.config.max_wait_ms / 1000 - now if self.arriving > 0 else 0.0
+            since = float("-inf") if first.due else first.request.since
+            left = since + self.config.max_wait_ms / 1000 - now if self.arriving > 0 else 0.0
             returning = self._answered_at + self.config.return_wait_ms / 1000 - now \
                 if self._since_answer < self._answered else 0.0
             same = [s for s in self._queue if s.search == first.search]
@@ -267,18 +296,17 @@ class Batcher:
                 taken.append(s)
                 tokens += s.tokens
             else:
-                if joins(s):
-                    s.since = float("-inf")
+                s.due = s.due or joins(s)
                 kept.append(s)
         self._queue = kept
         return taken
 
     def _take_bulk(self) -> list[_Sentence]:
-        """The oldest bulk request's next sentences, with those of later ones asking the same search,
-        within the token budget (the first taken whatever its size)."""
+        """The oldest bulk request's next sentences, with (when batching) those of later ones asking
+        the same search, within the token budget (the first taken whatever its size)."""
         search, budget = self._bulk[0][0].search, self.config.max_batch_tokens
         taken, tokens = [], 0
-        for queue in self._bulk:
+        for queue in self._bulk if self.config.batching else [self._bulk[0]]:
             while queue and queue[0].search == search and (not taken or tokens + queue[0].tokens <= budget):
                 s = queue.popleft()
                 if not s.withdrawn:
@@ -300,3 +328,17 @@ def _dropped(queue: collections.deque[_Sentence]) -> bool:
         queue.popleft()
     return not queue
 
+
+
+def _answer(text: _Text, answer: Any) -> None:
+    """On the event loop: a text's answer (or error) into its request's."""
+    request = text.request
+    if request.future.done():  # withdrawn, or failed already
+        return
+    if isinstance(answer, Exception):
+        request.future.set_exception(answer)
+        return
+    request.answers[text.index] = answer
+    request.left -= 1
+    if not request.left:
+        request.future.set_result(request.answers)

@@ -112,7 +112,7 @@ def _file_routes(api: APIRouter, service: Service) -> None:
         pair = service.pair(source, target)
         translations = await service.translate(request, document.texts, pair, {"format": document.format},
                                                 file=name, deadline=deadline)
-        data = await service.prepare(document.write, [t.text for t in translations])
+        data = await service.prepare(lambda: document.write([t.text for t in translations]))
         stored = service.files.add(name, data)
         return {"translatedFileUrl": str(request.url_for("download_file", filename=stored))}
 

@@ -14,6 +14,7 @@ import functools
 import gc
 import hmac
 import json
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +24,7 @@ import torch
 from fastapi import Request, Response
 
 from aiayn.config import ConfigError, ServeConfig
+from aiayn.serve import batcher
 from aiayn.serve.batcher import Batcher, QueueFull, Search
 from aiayn.serve.errors import Problem
 from aiayn.serve.files import TranslatedFiles
@@ -48,6 +50,7 @@ class Service:
         self.limits = RateLimits(config.req_limit, config.key_req_limit)
         self.files = TranslatedFiles()
         self._detectors: dict[tuple[str, ...], LanguageDetector] = {}
+        self._detecting = threading.Lock()
         self.preparers = ThreadPoolExecutor(config.prep_threads, thread_name_prefix="aiayn-prep")
         self.ready = False
 
@@ -121,6 +124,14 @@ class Service:
         return await self.prepare(self._detect, sources, list(texts), format)
 
     def _detect(self, sources: tuple[str, ...], texts: list[str], format: str) -> list[tuple[str, float]]:
+        with self._detecting:  # built once, by one preparing thread
+            detector = self._detectors.get(sources) or self._detector(sources)
+        most = self.config.max_chars
+        if format == "html":  # its text, from the start of the page (markup and all, 16x the text read)
+            texts = [" ".join(markup.Document.parse(t, "").sentences) for t in clipped(texts, 16 * most)]
+        return detector.detect(clipped(texts, most))
+
+    def _detector(self, sources: tuple[str, ...]) -> LanguageDetector:
         if sources not in self._detectors:
             try:
                 self._detectors[sources] = LanguageDetector(sources)
@@ -128,10 +139,7 @@ class Service:
                 raise Problem(501, f"source auto: {e}; or give the source language") from None
             except ValueError as e:
                 raise Problem(400, f"source auto: {e}") from None
-        most = self.config.max_chars
-        if format == "html":  # its text, from the start of the page (markup and all, 16x the text read)
-            texts = [" ".join(markup.Document.parse(t, "").sentences) for t in clipped(texts, 16 * most)]
-        return self._detectors[sources].detect(clipped(texts, most))
+        return self._detectors[sources]
 
     def pair(self, source: str | None, target: str | None) -> tuple[str, str]:
         """The language pair a request asks for; a language left out: the one model that fits."""
@@ -167,18 +175,31 @@ class Service:
         at_most("beam_size", search.beam_size, self.config.max_beam_size)
         if file is None:
             check_counts(texts, self.config)
-        segments = await self.prepare(check_tokens, texts, translator, self.config, options, file)
+        searched = {k: v for k, v in options.items() if k not in CUTTING}  # done when cut into sentences
+        wanted = Search(pair, tuple(sorted(searched.items())), attention)
+        queued = await self.prepare(self._request, texts, translator, options, wanted, file)
+        timeout = self.config.file_timeout if file is not None else self.config.timeout
+        return await self._queue(request, queued, deadline, f"this server's {'file ' if file else ''}timeout "
+                                                            f"({timeout:g} s)")
+
+    def _request(self, texts: list[str], translator: Translator, options: dict[str, Any], search: Search,
+                 file: str | None) -> batcher.Request:
+        """On a preparing thread: the texts cut into sentences and checked (`check_tokens`), as the
+        batcher's Request; bulk if it is a file, or more than one search's tokens, or more sentences
+        than the queue holds."""
+        segments = check_tokens(texts, translator, self.config, options, file)
+        bulk = file is not None or sum(s.tokens for s in segments) > self.config.max_batch_tokens or \
+            sum(len(s.ids) for s in segments) > self.config.max_queue
+        return self.batcher.request(texts, segments, search, bulk)
+
+    async def _queue(self, request: Request, queued: batcher.Request, deadline: float, limit: str) -> Any:
+        """Submit to the batcher and await the answers (see `results`)."""
         arrived(request, self.batcher)
-        searched = {k: v for k, v in options.items() if k not in CUTTING}  # done: `segments`
-        bulk = file is not None or sum(s.tokens for s in segments) > self.config.max_batch_tokens
         try:
-            search_ = Search(pair, tuple(sorted(searched.items())), attention)
-            futures = self.batcher.submit(texts, segments, search_, bulk)
+            future = self.batcher.submit(queued)
         except QueueFull as e:
             raise Problem(503, f"the server is busy: {e}; retry later", {"Retry-After": "1"}) from None
-        timeout = self.config.file_timeout if file is not None else self.config.timeout
-        return await results(request, futures, deadline, f"this server's {'file ' if file else ''}timeout "
-                                                         f"({timeout:g} s)")
+        return await results(request, future, deadline, limit)
 
     async def explain(self, request: Request, text: str, pair: tuple[str, str], options: dict[str, Any]
                       ) -> Response:
@@ -190,16 +211,11 @@ class Service:
         check_counts([text], self.config)
         if not text.strip():  # no sentence to queue
             raise Problem(400, "the sentence is empty: give a sentence to explain")
+        wanted = Search(pair, tuple(sorted(options.items())), explain=True)
         segments = await self.prepare(self.models[pair].segment, [text], split=False)
-        arrived(request, self.batcher)
         try:
-            futures = self.batcher.submit([text], segments, Search(pair, tuple(sorted(options.items())),
-                                                                   explain=True))
-        except QueueFull as e:
-            raise Problem(503, f"the server is busy: {e}; retry later", {"Retry-After": "1"}) from None
-        try:
-            limit = f"this server's timeout ({self.config.timeout:g} s)"
-            data, = await results(request, futures, deadline, limit)
+            data, = await self._queue(request, self.batcher.request([text], segments, wanted), deadline,
+                                      f"this server's timeout ({self.config.timeout:g} s)")
         except ConfigError as e:
             raise Problem(400, str(e)) from None
         return await self.json(lambda: data)
@@ -291,29 +307,20 @@ def clipped(texts: Sequence[str], chars: int) -> list[str]:
     return out
 
 
-async def results(request: Request, futures: list[asyncio.Future], deadline: float, limit: str) -> list[Any]:
-    """The futures' results; past the `deadline` (an event-loop time; `limit` says which, for the 504)
-    or when the client goes away, the sentences still waiting are withdrawn (cancelled)."""
-    if not futures:
-        return []
-    everything = asyncio.ensure_future(asyncio.wait(futures))
+async def results(request: Request, future: asyncio.Future, deadline: float, limit: str) -> Any:
+    """A request's answers (its batcher future's result, or its error); past the `deadline` (an
+    event-loop time; `limit` says which, for the 504), when the client goes away, or when this
+    handler is cancelled, the sentences still waiting are withdrawn (the future cancelled)."""
     gone = asyncio.ensure_future(client_gone(request))
     try:
         timeout = max(0.0, deadline - asyncio.get_running_loop().time())
-        done, _ = await asyncio.wait({everything, gone}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({future, gone}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
         gone.cancel()
-    if everything in done:
-        errors = [f.exception() for f in futures]  # each one read, so that asyncio logs none of them
-        for e in errors:
-            if e is not None:
-                raise e
-        return [f.result() for f in futures]
-    everything.cancel()
-    for f in futures:
-        if not f.cancel() and not f.cancelled():
-            f.exception()  # answered meanwhile: read, so that asyncio does not log an error never read
-    if gone in done:
+        future.cancel()  # nothing when it has its answers already
+    if not future.cancelled():
+        return future.result()
+    if gone.done() and not gone.cancelled() and gone.exception() is None:
         raise Problem(499, "the client closed the connection")
     raise Problem(504, f"the translation took longer than {limit}")
 

@@ -214,7 +214,8 @@ class _Reader(HTMLParser):
 
     def _entity(self, raw: str) -> None:
         chars = html.unescape(raw)
-        if self.kept is None and raw != html.escape(chars, quote=False):
+        # Not one without its ";" ("&#8364<b>"): written before other characters, it would read as another
+        if self.kept is None and raw.endswith(";") and raw != html.escape(chars, quote=False):
             self.entities[len(self.text)] = (len(chars), raw)
         self._text(chars, raw)
 
