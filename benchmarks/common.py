@@ -126,17 +126,17 @@ def versions(*packages: str) -> str:
     return ", ".join(found)
 
 
-def record(title: str, table: str, notes: str = "", device: torch.device = CPU) -> None:
-    """Append one run to RESULTS.md with its command, machine, versions and date."""
+def record(title: str, table: str, notes: str = "", device: torch.device = CPU, path: Path = RESULTS) -> None:
+    """Append one run to `path` (RESULTS.md) with its command, machine, versions and date."""
     command = "python " + " ".join(sys.argv)
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     entry = (f"\n## {title} ({when})\n\n`{command}` at commit {commit()}\n\nMachine: {machine(device)}.\n"
              f"Versions: {versions('aiayn', 'transformers', 'ctranslate2')}.\n\n{table}\n")
     if notes:
         entry += f"\n{notes}\n"
-    with open(RESULTS, "a", encoding="utf-8") as f:
+    with open(path, "a", encoding="utf-8") as f:
         f.write(entry)
-    print(f"recorded in {RESULTS}")
+    print(f"recorded in {path}")
 
 
 def commit() -> str:

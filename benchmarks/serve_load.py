@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import httpx
 import torch
@@ -216,8 +217,14 @@ class Connection:
         """POST `payload` as JSON to `path`; -> the answer's status (its body is read, then dropped).
         A kept-alive connection that the server closed meanwhile is opened again, once."""
         body = json.dumps(payload).encode()
-        request = (f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
-                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+        return await self._send((f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: "
+                                 f"application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
+
+    async def get(self, path: str) -> int:
+        """GET `path`; -> the answer's status."""
+        return await self._send(f"GET {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n\r\n".encode())
+
+    async def _send(self, request: bytes) -> int:
         reused = self.streams is not None
         while True:
             try:
@@ -247,13 +254,17 @@ class Connection:
 
 
 @contextlib.contextmanager
-def serve(model: str, threads: int, batching: bool, options: tuple[str, ...] = ()) -> Iterator[str]:
+def serve(model: str, threads: int, batching: bool, options: tuple[str, ...] = (), log: IO | None = None
+          ) -> Iterator[str]:
+    """`aiayn serve` in a process of its own on a free port of 127.0.0.1 (`log`: where its output
+    goes), once ready; -> its URL."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     command = [sys.executable, "-m", "aiayn", "serve", model, "--host", "127.0.0.1", "--port", str(port),
                "--threads", str(threads), "--device", "cpu", "--max-queue", "100000"]
-    server = subprocess.Popen(command + ([] if batching else ["--no-batching"]) + list(options))
+    server = subprocess.Popen(command + ([] if batching else ["--no-batching"]) + list(options), stdout=log,
+                              stderr=log)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 300

@@ -19,6 +19,8 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
     ("serve_load.py", ["| aiayn serve | 4 |", "| aiayn serve --no-batching | 4 |", "| offline"]),
     # 5,000 pairs prepared and trained from; memory maps against lists
     ("data_scale.py", ["| `aiayn train --data` peak RSS, 3 updates (tiny) |", "memory maps / lists |"]),
+    # a file translated beside /health and sentences; a soak with clients hanging up
+    ("serve_busy.py", ["| preparing the file |", "| searching the file's", "### Soak: 40 LibreTranslate"]),
     # a paragraph's translation is its sentences' joined, whatever the model
     ("paragraphs.py", ["| one paragraph | 10 of 10 |", "| two paragraphs | 10 of 10 |"]),
 ])
