@@ -60,6 +60,38 @@ def test_a_search_reuses_the_memory_it_freed_once_it_is_kept():
     assert float(after) < 500, (alone, after)
 
 
+# Six threads alive at once, each allocating: glibc gives each an arena of its own unless they are
+# capped. malloc_info lists the arenas (<heap nr=...>).
+THREADS = """
+import ctypes, sys, threading
+from aiayn import allocator
+if sys.argv[1:] == ["kept"]:
+    allocator.keep_freed_memory()
+barrier, held = threading.Barrier(6), []
+def allocate():
+    barrier.wait()
+    held.append([bytearray(1 << 20) for _ in range(4)])
+    barrier.wait()
+threads = [threading.Thread(target=allocate) for _ in range(6)]
+for t in threads: t.start()
+for t in threads: t.join()
+libc = ctypes.CDLL(None)
+libc.open_memstream.restype = ctypes.c_void_p
+text, size = ctypes.c_char_p(), ctypes.c_size_t()
+stream = ctypes.c_void_p(libc.open_memstream(ctypes.byref(text), ctypes.byref(size)))
+libc.malloc_info(0, stream)
+libc.fclose(stream)
+print(text.value.decode().count("<heap nr="))
+"""
+
+
+@needs_glibc
+def test_threads_share_two_arenas_once_freed_memory_is_kept():
+    alone = int(_run(THREADS.replace("sys.argv[1:]", '["alone"]'))[0])
+    kept = int(_run(THREADS.replace("sys.argv[1:]", '["kept"]'))[0])
+    assert kept <= 2 < alone, (alone, kept)
+
+
 @needs_glibc
 def test_an_operators_own_malloc_settings_stay():
     out = _run("from aiayn import allocator; print(allocator.keep_freed_memory())",
