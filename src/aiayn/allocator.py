@@ -13,8 +13,9 @@ PyTorch's performance guide suggests preloading jemalloc or tcmalloc, which this
 
 glibc gives each thread that allocates an arena of its own (up to 8 per core), and each keeps its
 freed memory: a server's event loop, search and preparing threads held 1.13-1.24 GB through a soak
-of 8,000 mixed requests, creeping; with two arenas shared by all, 1.01-1.05 GB, flat
-(benchmarks/detail/serve_busy.md).
+of 8,000 mixed requests, creeping. With two arenas shared by all threads made after the model
+loads, 1.16-1.17 GB from the second minute to the sixth, flat (MALLOC_ARENA_MAX=2 from the start:
+1.01-1.05 GB; benchmarks/detail/serve_busy.md).
 
 The settings are process-wide and cannot be undone: `translation.load_translator` makes them for a
 CPU model. An operator's own malloc settings (MALLOC_*_ or GLIBC_TUNABLES in the environment) stay,
