@@ -182,11 +182,19 @@ class TrainConfig:
     valid_every: int = _opt(500, "validate every this many updates (and at the end); 0: at the end only",
                            bounds=">= 0")
     bleu_every: int = _opt(
-        0, "translate the validation set and score sacreBLEU every this many updates (and at the end), "
-           "keeping the best checkpoint in RUN_DIR/checkpoints/best; 0: never", bounds=">= 0"
+        0, "translate the validation set and score sacreBLEU and chrF every this many updates (and at the "
+           "end); 0: never", bounds=">= 0"
     )
     bleu_beam: int = _opt(4, "beam size for that validation BLEU (length penalty 0.6, as evaluation)",
                           bounds=">= 1")
+    stop_metric: str = _opt(
+        "bleu", "the validation score that picks the best checkpoint (RUN_DIR/checkpoints/best, kept "
+                "whatever --keep-checkpoints removes) and that --patience watches: loss (every --valid-every "
+                "updates), bleu or chrf (every --bleu-every updates)", ("loss", "bleu", "chrf"))
+    patience: int = _opt(0, "stop once --stop-metric has not improved for this many validations in a row "
+                            "(early stopping); 0: never", bounds=">= 0")
+    min_delta: float = _opt(0.0, "with --patience: an improvement is a change of --stop-metric by more than "
+                                 "this", bounds=">= 0")
     save_every: int = _opt(
         500, "save a checkpoint every this many updates (and at the end); 0: at the end only", bounds=">= 0")
     keep_checkpoints: int = _opt(5, "keep only the newest this many step checkpoints", bounds=">= 1")
@@ -206,6 +214,11 @@ class TrainConfig:
     def __post_init__(self) -> None:
         _check_fields(self)
         check_device(self.device)
+        loss = self.stop_metric == "loss"
+        if self.patience and not (self.valid_every if loss else self.bleu_every):
+            flag, when = ("--valid-every", "at the end only") if loss else ("--bleu-every", "never")
+            raise ConfigError(f"patience={self.patience} watches validation {self.stop_metric}, measured "
+                              f"every {flag} updates (0: {when}): give {flag} N, or another --stop-metric")
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ class TrainingRun:
     checkpoint: Path  # the checkpoint written last (RUN_DIR/checkpoints/step_N)
     metrics: dict[str, Any]  # of the last update: loss, tokens, ...; "valid" and "bleu" when measured
     stopped_by: int | None  # the signal (SIGINT, SIGTERM) that stopped the run early, or None
+    early_stop: str | None = None  # why the run stopped by itself (--patience), or None
 
 
 def train_model(out: str | Path, *, resume: bool = False, preset: str | None = None,
@@ -90,7 +91,7 @@ def _train_model(out: Path, resume: bool, preset: str | None, config: str | Path
     _describe(model, train_data, data, train_config, ranks)
     result = train(model, tokenizer, train_data, valid_data, data, train_config, out, state, ranks)
     return TrainingRun(out, result["step"], checkpoint.step_path(out, result["step"]), result["metrics"],
-                       result["stopped_by"])
+                       result["stopped_by"], result.get("early_stop"))
 
 
 def _split(options: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -210,6 +211,10 @@ def _resumed(out: Path, preset: str | None, config: str | Path | None,
     if reached:
         raise cfg.ConfigError(f"{out} has already reached {reached} (step {ck.step:,}): nothing to resume; "
                               f"raise {reached.split()[0]} to train further")
+    early, patience = state.get("early_stop"), train_config.patience
+    if early and patience and patience <= ck.train.patience:
+        raise cfg.ConfigError(f"{out} stopped early at step {ck.step:,} ({early}): nothing to resume; raise "
+                              "--patience, or give --patience 0 (no early stopping), to train further")
     print(f"resuming {out} at step {ck.step:,} from {ck.path.name}")
     return ck.model, ck.tokenizer, ck.data, train_config, state
 

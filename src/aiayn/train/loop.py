@@ -39,6 +39,7 @@ from aiayn.train import distributed
 from aiayn.train.distributed import Ranks
 from aiayn.train.losses import output_layer_nll
 from aiayn.train.optim import learning_rate, make_optimizer, set_learning_rate
+from aiayn.train.stopping import METRICS, Patience, best, stop_reason
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -331,7 +332,8 @@ def _rank_device(device: torch.device, ranks: Ranks) -> torch.device:
 
 class _Run:
     """One run's state and its bookkeeping (checkpoints, validation, metrics), for `_train`'s loop:
-    the step, the data position, the optimiser, the best BLEU, and the time trained so far."""
+    the step, the data position, the optimiser, the validation scores so far (which pick the best
+    checkpoint and may stop the run), and the time trained so far."""
 
     def __init__(self, model: Transformer, tokenizer: Tokenizer, valid_data: TokenizedCorpus | None,
                  data: DataConfig, config: TrainConfig, run_dir: Path, ranks: Ranks, device: torch.device,
@@ -344,6 +346,9 @@ class _Run:
                                           device)
         self.optimizer = make_optimizer(model, config)
         self.step, self.position, self.elapsed, self.best_bleu = 0, Position(), 0.0, float("-inf")
+        self.scores: dict[str, list[tuple[int, float]]] = {m: [] for m in METRICS}  # (step, value) each
+        self.rule = Patience(config.patience, config.stop_metric, config.min_delta)
+        self.early_stop: str | None = None  # why it stopped by itself (--patience): in its last checkpoint
         self.log = MetricsLog(run_dir / "metrics.jsonl")
         self.started = time.perf_counter()
 
@@ -354,6 +359,7 @@ class _Run:
             self.optimizer.load_state_dict(state["optimizer"])
             self.step, self.position = state["step"], Position(**state["position"])
             self.elapsed, self.best_bleu = state["elapsed"], state.get("best_bleu", self.best_bleu)
+            self.scores.update({m: [tuple(x) for x in v] for m, v in state.get("scores", {}).items()})
         _seed_rank(state, self.config.seed, self.step, ranks)
         if ranks.main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -391,7 +397,8 @@ class _Run:
         return {"step": self.step, "position": vars(self.position).copy(),
                 "optimizer": self.optimizer.state_dict(), "rng": rng_states[0],
                 "rng_ranks": rng_states if self.ranks.world > 1 else None, "elapsed": self.seconds(),
-                "best_bleu": self.best_bleu}
+                "best_bleu": self.best_bleu, "early_stop": self.early_stop,
+                "scores": {m: [list(x) for x in v] for m, v in self.scores.items()}}
 
     def save(self) -> None:
         """Every rank calls this (their RNG states go into the checkpoint); rank 0 writes it."""
@@ -409,27 +416,41 @@ class _Run:
                           self.device, self.config.precision)
         self.log.write("valid", step=self.step, **result)
         tqdm.write(f"step {self.step:,} | valid loss {result['loss']:.3f} | nll {result['nll']:.3f} "
-                   f"| ppl {result['ppl']:.2f}")
+                   f"| ppl {result['ppl']:.2f}" + self.scored("loss", result["loss"]))
         return result
 
     def validate_bleu(self) -> float | None:
-        """sacreBLEU of the validation set with beam search; a new best is saved as checkpoints/best."""
+        """sacreBLEU and chrF of the validation set with beam search (rank 0); -> the BLEU."""
         if not (self.valid_data and self.ranks.main):
             return None
         decode = DecodeConfig(beam_size=self.config.bleu_beam)
         translations = translate_ids(self.model, self.tokenizer, self.valid_data.source, decode, False)
         references = [self.tokenizer.decode(t) for t in self.valid_data.target]
-        bleu = sacrebleu_score([t[0].text for t in translations], references,
-                               tokenizer_for(self.data.tgt_lang)).bleu
-        improved = bleu > self.best_bleu
-        self.best_bleu = max(self.best_bleu, bleu)
-        self.log.write("bleu", step=self.step, bleu=bleu, best_bleu=self.best_bleu)
-        tqdm.write(f"step {self.step:,} | valid BLEU {bleu:.2f} (beam {self.config.bleu_beam})"
-                   + (" | new best, saved" if improved else f" | best {self.best_bleu:.2f}"))
-        if improved:
-            checkpoint.save(self.run_dir / "checkpoints" / "best", self.model, self.tokenizer, self.data,
-                            self.config, self.snapshot([rng_state()]))
-        return bleu
+        scores = sacrebleu_score([t[0].text for t in translations], references,
+                                 tokenizer_for(self.data.tgt_lang))
+        self.best_bleu = max(self.best_bleu, scores.bleu)
+        self.log.write("bleu", step=self.step, bleu=scores.bleu, chrf=scores.chrf, best_bleu=self.best_bleu)
+        noted = self.scored("bleu", scores.bleu) + self.scored("chrf", scores.chrf)
+        tqdm.write(f"step {self.step:,} | valid BLEU {scores.bleu:.2f}, chrF {scores.chrf:.2f} (beam "
+                   f"{self.config.bleu_beam}){noted}")
+        return scores.bleu
+
+    def scored(self, metric: str, value: float) -> str:
+        """A validation score into the run's history; when it is the stop metric's best so far, the
+        model is saved as checkpoints/best. -> what to add to the validation's line."""
+        before = best(self.scores[metric], self.rule)
+        self.scores[metric].append((self.step, value))
+        if metric != self.rule.metric:
+            return ""
+        if before is not None and not self.rule.better(value, before[1], margin=0.0):
+            return f" | best {metric} {before[1]:.4g} at step {before[0]:,}"
+        checkpoint.save(self.run_dir / "checkpoints" / "best", self.model, self.tokenizer, self.data,
+                        self.config, self.snapshot([rng_state()]))
+        return " | new best, saved as checkpoints/best"
+
+    def stop_reason(self) -> str | None:
+        """Why the run stops by itself after this validation (`--patience`), or None."""
+        return stop_reason(self.scores[self.rule.metric], self.rule)
 
 
 def _train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus,
@@ -468,6 +489,11 @@ def _train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus
                 metrics["valid"] = run.validate()
             if run.due(config.bleu_every):
                 metrics["bleu"] = run.validate_bleu()
+            watched = config.valid_every if run.rule.metric == "loss" else config.bleu_every
+            if config.patience and run.due(watched):
+                reason = run.stop_reason() if ranks.main else None  # rank 0 validates; all stop together
+                if distributed.all_sum([float(reason is not None)], ranks)[0] > 0:
+                    stopping, run.early_stop = True, reason or "--patience (rank 0's validation)"
             if run.due(config.save_every):
                 run.save()
         # At the end, whatever the last update did not already do.
@@ -477,6 +503,11 @@ def _train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus
             metrics["bleu"] = run.validate_bleu()
         if not run.due(config.save_every):
             run.save()
+        if ranks.main:
+            signalled = signal.Signals(stop.signum).name if stop.signum else None
+            run.log.write("stop", step=run.step, reason=run.early_stop or run.limit() or signalled)
+            if run.early_stop:
+                tqdm.write(f"stopped early at step {run.step:,}: {run.early_stop}")
     final = run.snapshot([rng_state()])
     final["metrics"], final["stopped_by"] = metrics, stop.signum
     return final
