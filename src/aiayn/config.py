@@ -162,6 +162,11 @@ class DataConfig:
 class TrainConfig:
     """The optimisation recipe (section 5) and the bookkeeping of a training run."""
 
+    init_from: str = _opt(
+        "", "start from this model: its architecture, tokenizer and weights (an aiayn run or checkpoint, "
+            "or a Marian directory); the optimiser, learning-rate schedule and step start afresh",
+        metavar="MODEL")
+    init_sha256: str = _opt("", "sha256 of the weights the run started from (recorded)", flag=False)
     label_smoothing: float = _opt(0.1, "label smoothing epsilon_ls", bounds="[0, 1)")
     lr_scale: float = _opt(
         1.0, "factor on the paper's rate d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)", bounds="> 0"

@@ -35,7 +35,7 @@ from aiayn.data.readers import DataError
 from aiayn.files import is_run_dir
 from aiayn.model import Transformer, parameter_counts
 from aiayn.tokenizer import Tokenizer
-from aiayn.train import distributed
+from aiayn.train import distributed, init
 from aiayn.train.loop import limit_reached, resolve_device, train
 
 __all__ = ["TrainingRun", "train_model"]
@@ -116,6 +116,8 @@ def _fresh(out: Path, preset: str | None, config: str | Path | None,
     if out.is_dir() and not is_run_dir(out) and any(out.iterdir()):
         raise cfg.ConfigError(f"{out} is not empty and is not a training run: choose a new --out")
     recipe = _recipe(preset, config, options)
+    if recipe.train.init_from:
+        return _from_parent(out, recipe)
     data, train_config = recipe.data, recipe.train
     model_options = recipe.model
     asked = cfg.model_config(recipe.preset, **model_options)  # vocabulary sizes and ids: the tokenizer's
@@ -149,6 +151,23 @@ def _fresh(out: Path, preset: str | None, config: str | Path | None,
         "bos_id": tokenizer.bos_id, "eos_id": tokenizer.eos_id})
     torch.manual_seed(train_config.seed)
     return Transformer(model_config), tokenizer, data, train_config
+
+
+def _from_parent(out: Path, recipe: cfg.Recipe):
+    """A new run that starts from the model `--init-from` names (train/init.py)."""
+    parent = init.load_parent(recipe.train.init_from)
+    if out.resolve() == parent.path.resolve() or out.resolve() in parent.path.resolve().parents:
+        raise cfg.ConfigError(f"--out {out} holds the model it starts from: choose another --out")
+    given = {**(cfg.PRESETS[recipe.preset] if recipe.preset_given else {}), **recipe.model}
+    init.check_options(parent, given, recipe.data.tokenizer, "options")
+    torch.manual_seed(recipe.train.seed)  # as a fresh run: its dropout draws from the seed
+    model = init.child(parent, recipe.model)
+    _check_lengths(model.config, recipe.data)
+    train_config = dataclasses.replace(recipe.train, init_from=str(parent.path.resolve()),
+                                       init_sha256=parent.sha256)
+    print(f"starting from {parent.path} (weights sha256 {parent.sha256[:12]}): its architecture, tokenizer "
+          "and weights; a fresh optimiser, learning-rate schedule and step")
+    return model, parent.tokenizer, recipe.data, train_config
 
 
 def _check_vocabulary(tokenizer: Tokenizer, model: cfg.ModelConfig, data: cfg.DataConfig) -> None:
@@ -198,6 +217,8 @@ def _check_lengths(model: cfg.ModelConfig, data: cfg.DataConfig) -> None:
 def _resumed(out: Path, preset: str | None, config: str | Path | None,
              options: dict[str, dict[str, Any]]):
     fixed = {**options["model"], **options["data"]}
+    if "init_from" in options["train"]:
+        fixed["init_from"] = options["train"]["init_from"]
     if fixed or preset or config:
         names = ", ".join(sorted(fixed)) or "--preset/--config"
         raise cfg.ConfigError(f"--resume continues the saved model and data; cannot change {names}")

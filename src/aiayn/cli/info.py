@@ -26,6 +26,8 @@ def run(args: argparse.Namespace) -> int:
         loaded = load_model(args.checkpoint)
         model = loaded.model
         print(f"checkpoint: {loaded.path}")
+        if loaded.train.init_from:
+            print(f"started from: {loaded.train.init_from} (weights sha256 {loaded.train.init_sha256})")
     else:
         model = Transformer(cfg.model_config(args.preset, **given(args, cfg.ModelConfig)))
         print(f"preset: {args.preset}")

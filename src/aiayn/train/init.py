@@ -1,0 +1,82 @@
+"""Starting a run from a model (`aiayn train --init-from MODEL`): fine-tuning, transfer.
+
+The new run takes its parent's architecture, vocabulary (tokenizer) and weights: anything
+`load_model` reads that holds weights (an aiayn run or checkpoint, an averaged checkpoint, a Marian
+directory as HuggingFace saves it). What training does is the run's own: learning rate, warm-up,
+dropout, label smoothing, batches, data, languages. The optimiser, the learning-rate schedule and
+the update counter start afresh, as OpenNMT-py's `-reset_optim all`, Marian's `--pretrained-model`
+and fairseq's `--finetune-from-model` do. The run records its parent (path, and the sha256 of its
+weights' files) in TrainConfig, so its checkpoints and `aiayn info` say where it came from. The
+parent on disk is only read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiayn.config import ConfigError, ModelConfig
+from aiayn.model import Transformer
+from aiayn.tokenizer import Tokenizer
+
+# ModelConfig fields a run may set for itself: how it trains, not what the model is.
+TRAINING_CHOICES = frozenset({"dropout", "attention_dropout", "activation_dropout"})
+WEIGHTS = (".safetensors", ".bin")  # the files of a model's weights (aiayn's, HuggingFace's)
+
+
+@dataclass
+class Parent:
+    """The model a run starts from."""
+
+    model: Transformer
+    tokenizer: Tokenizer
+    path: Path  # the checkpoint directory (a run's newest checkpoint), or the Marian directory
+    sha256: str  # of its weights' files (`weights_sha256`)
+
+
+def load_parent(path: str | Path) -> Parent:
+    """The model at `path`, as `translation.load_model` reads it, on the CPU."""
+    from aiayn.translation import load_model
+
+    loaded = load_model(path)
+    return Parent(loaded.model, loaded.tokenizer, loaded.path, weights_sha256(loaded.path))
+
+
+def weights_sha256(directory: Path) -> str:
+    """The sha256 of a model directory's weights files (.safetensors, .bin), read in name order."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in Path(directory).iterdir() if p.suffix in WEIGHTS and p.is_file())
+    if not files:
+        raise ConfigError(f"{directory}: no weights file ({', '.join(WEIGHTS)}) to start from")
+    for path in files:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def check_options(parent: Parent, model_options: dict[str, Any], tokenizer: str, given_by: str) -> None:
+    """A run that starts from `parent` takes its architecture and vocabulary: an option that asks
+    for another (`model_options`, a `tokenizer` path) is an error naming both values."""
+    config = parent.model.config
+    for name, value in sorted(model_options.items()):
+        if name not in TRAINING_CHOICES and getattr(config, name) != value:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"{given_by}: {flag} {value} contradicts the model it starts from "
+                              f"({parent.path}: {getattr(config, name)}); a run started from a model takes "
+                              "its architecture")
+    if tokenizer and Tokenizer.load(tokenizer) != parent.tokenizer:
+        raise ConfigError(f"{given_by}: --tokenizer {tokenizer} is not the vocabulary of the model it "
+                          f"starts from ({parent.path}); a run started from a model takes its tokenizer")
+
+
+def child(parent: Parent, model_options: dict[str, Any]) -> Transformer:
+    """The new run's model: the parent's architecture and weights, with the run's own dropout."""
+    choices = {k: v for k, v in model_options.items() if k in TRAINING_CHOICES}
+    config: ModelConfig = dataclasses.replace(parent.model.config, **choices)
+    model = Transformer(config)
+    model.load_state_dict(parent.model.state_dict())
+    return model
