@@ -62,7 +62,6 @@ class Request:
     then queued (`Batcher.submit`). Its `future` resolves to an answer per text, or to the first
     error; cancelled, the sentences still waiting are withdrawn."""
 
-    texts: list[_Text]
     sentences: list[_Sentence]  # to search, in order
     search: Search
     bulk: bool  # waits apart (see the module)
@@ -157,11 +156,10 @@ class Batcher:
                 ) -> Request:
         """One request's texts with their sentences (`Translator.segment`), ready to `submit`; a text
         without a sentence is answered here. Any thread may call it."""
-        request = Request([], [], search, bulk, [None] * len(texts), len(texts))
+        request = Request([], search, bulk, [None] * len(texts), len(texts))
         translator = self.translators[search.pair]
         for i, (text, s) in enumerate(zip(texts, segments, strict=True)):
             t = _Text(request, i, text, s, [None] * len(s.ids), len(s.ids))
-            request.texts.append(t)
             request.sentences += [_Sentence(t, k) for k in range(t.left)]
             if not t.left:
                 request.answers[i] = translator.assemble(s, [], search.attention)
@@ -327,7 +325,6 @@ def _dropped(queue: collections.deque[_Sentence]) -> bool:
     while queue and queue[0].withdrawn:
         queue.popleft()
     return not queue
-
 
 
 def _answer(text: _Text, answer: Any) -> None:

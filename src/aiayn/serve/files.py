@@ -55,7 +55,8 @@ def ascii_name(name: str) -> str:
 def attachment(name: str) -> str:
     """A Content-Disposition header that saves the file as `name`, whatever its characters (RFC 6266):
     an ASCII `filename` for old clients and the UTF-8 `filename*` that browsers prefer."""
-    header = f'attachment; filename="{ascii_name(name)}"'
-    if name != ascii_name(name):
+    plain = ascii_name(name)
+    header = f'attachment; filename="{plain}"'
+    if name != plain:
         header += f"; filename*=UTF-8''{urllib.parse.quote(name, safe='')}"
     return header

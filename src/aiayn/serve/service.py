@@ -125,21 +125,18 @@ class Service:
 
     def _detect(self, sources: tuple[str, ...], texts: list[str], format: str) -> list[tuple[str, float]]:
         with self._detecting:  # built once, by one preparing thread
-            detector = self._detectors.get(sources) or self._detector(sources)
+            if sources not in self._detectors:
+                try:
+                    self._detectors[sources] = LanguageDetector(sources)
+                except ImportError as e:
+                    raise Problem(501, f"source auto: {e}; or give the source language") from None
+                except ValueError as e:
+                    raise Problem(400, f"source auto: {e}") from None
+            detector = self._detectors[sources]
         most = self.config.max_chars
         if format == "html":  # its text, from the start of the page (markup and all, 16x the text read)
             texts = [" ".join(markup.Document.parse(t, "").sentences) for t in clipped(texts, 16 * most)]
         return detector.detect(clipped(texts, most))
-
-    def _detector(self, sources: tuple[str, ...]) -> LanguageDetector:
-        if sources not in self._detectors:
-            try:
-                self._detectors[sources] = LanguageDetector(sources)
-            except ImportError as e:
-                raise Problem(501, f"source auto: {e}; or give the source language") from None
-            except ValueError as e:
-                raise Problem(400, f"source auto: {e}") from None
-        return self._detectors[sources]
 
     def pair(self, source: str | None, target: str | None) -> tuple[str, str]:
         """The language pair a request asks for; a language left out: the one model that fits."""

@@ -129,15 +129,15 @@ def fit(parts: Parts, fits: Callable[[str], bool]) -> Parts:
 
 def _sentences(line: str, lang: str) -> list[str]:
     """The sentences of one line, with the whitespace around them (they join to the line)."""
-    pieces = [p for p in sentencex.segment(lang or "en", line) if p]
+    pieces = [part for p in sentencex.segment(lang or "en", line) if p for part in _split_missed(p, lang)]
     merged: list[str] = []
-    for piece in pieces:
+    for piece in pieces:  # joined again where sentencex, or `_split_missed`, cut after an abbreviation
         if merged and (_INITIAL.search(merged[-1]) or (lang in DOT_ORDINALS and _ORDINAL.search(merged[-1]))
                        or _abbreviated(merged[-1])):
             merged[-1] += piece
         else:
             merged.append(piece)
-    return [part for piece in merged for part in _split_missed(piece, lang)]
+    return merged
 
 
 def _abbreviated(piece: str) -> bool:
@@ -151,8 +151,7 @@ def _split_missed(piece: str, lang: str) -> list[str]:
     lower-case word and a full stop."""
     ends = [m for m in _AFTER_INTERROBANG.finditer(piece)]
     if lang not in CAPITALISED_NOUNS:
-        ends += [m for m in _AFTER_WORD_STOP.finditer(piece)
-                 if m.group(1).islower() and m.group(1) not in NEVER_END]
+        ends += [m for m in _AFTER_WORD_STOP.finditer(piece) if m.group(1).islower()]
     parts, start = [], 0
     for m in sorted(ends, key=lambda m: m.end()):
         if m.end() > start and (piece[m.end()].isupper() or piece[m.end() + 1:m.end() + 2].isupper()):

@@ -438,7 +438,7 @@ class _Run:
     def scored(self, metric: str, value: float) -> str:
         """A validation score into the run's history; when it is the stop metric's best so far, the
         model is saved as checkpoints/best. -> what to add to the validation's line."""
-        before = best(self.scores[metric], self.rule)
+        before = best(self.scores[metric], self.rule) if metric == self.rule.metric else None
         self.scores[metric].append((self.step, value))
         if metric != self.rule.metric:
             return ""
