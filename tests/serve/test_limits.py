@@ -320,6 +320,12 @@ async def _until(condition):
     (["--port", "0"], "port=0 must be in [1, 65535]"),
     (["--max-beam-size", "0"], "max_beam_size=0 must be at least 1"),
     (["--timeout", "0"], "timeout=0.0 must be greater than 0"),
+    (["--file-timeout", "0"], "file_timeout=0.0 must be greater than 0"),
+    (["--max-bulk", "0"], "max_bulk=0 must be at least 1"),
+    (["--max-file-bytes", "0"], "max_file_bytes=0 must be at least 1"),
+    (["--max-file-tokens", "0"], "max_file_tokens=0 must be at least 1"),
+    (["--max-output-tokens", "0"], "max_output_tokens=0 must be at least 1"),
+    (["--prep-threads", "0"], "prep_threads=0 must be at least 1"),
 ])
 def test_bad_serve_flags_are_one_line_errors_before_anything_loads(tmp_path, capsys, flags, message):
     from aiayn.cli import main

@@ -45,6 +45,8 @@ def test_ties_keep_the_first_best_and_patience_zero_never_stops():
     ({"patience": 2}, "patience=2 watches validation bleu, measured every --bleu-every updates (0: never)"),
     ({"patience": 2, "stop_metric": "loss", "valid_every": 0}, "measured every --valid-every updates (0: at"),
     ({"stop_metric": "meteor"}, "stop_metric"),
+    ({"patience": -1}, "patience=-1 must be at least 0"),
+    ({"min_delta": -0.5}, "min_delta=-0.5 must be at least 0"),
 ])
 def test_patience_without_the_validation_it_watches_is_an_error(options, message):
     from aiayn.config import ConfigError, TrainConfig
