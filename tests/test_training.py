@@ -22,7 +22,7 @@ def test_train_model_trains_and_the_run_translates(tmp_path):
     assert run.metrics["loss"] > 0
     ck = checkpoint.load(run.checkpoint)
     assert ck.model.config.d_model == PRESETS["tiny"]["d_model"]
-    assert ck.train.max_steps == 6 and ck.data.train == "synthetic:reverse"
+    assert ck.train.max_steps == 6 and ck.data.train == ("synthetic:reverse",)
     translation = aiayn.load_translator(run.run_dir).translate(["abc"])[0]
     assert isinstance(translation.text, str)
 
@@ -106,7 +106,7 @@ def test_training_from_a_data_directory_makes_the_same_updates_as_from_the_text(
     mapped = aiayn.train_model(tmp_path / "mapped", data=str(data_dir), **options)
     text = aiayn.train_model(tmp_path / "text", train="synthetic:reverse", tokenizer=str(data_dir), **options)
     a, b = checkpoint.load(mapped.checkpoint), checkpoint.load(text.checkpoint)
-    assert a.data.train == str(data_dir / "train") and a.data.valid == str(data_dir / "valid")
+    assert a.data.train == (str(data_dir / "train"),) and a.data.valid == str(data_dir / "valid")
     for (name, x), y in zip(a.model.state_dict().items(), b.model.state_dict().values(), strict=True):
         assert torch.equal(x, y), name
     assert mapped.metrics["loss"] == text.metrics["loss"]

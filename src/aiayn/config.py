@@ -130,14 +130,18 @@ class DataConfig:
         "", "data directory from `aiayn prepare`: its tokenizer and tokenized corpora, read through "
             "memory maps (stands for --train, --valid, --tokenizer and the languages)", metavar="DIR"
     )
-    train: str = _opt(
-        "multi30k",
+    train: tuple[str, ...] = _opt(
+        ("multi30k",),
         "training data: multi30k[:SPLIT], synthetic:copy, synthetic:reverse, FILE.tsv[.gz], "
         "SRC_FILE,TGT_FILE, PREFIX (reads PREFIX.SRC_LANG and PREFIX.TGT_LANG, plain or .gz), "
         "hf:NAME_OR_PATH[:CONFIG][:SPLIT] (HuggingFace datasets, hub or local files), or a tokenized "
-        "corpus directory (DATA_DIR/train)",
+        "corpus directory (DATA_DIR/train). Given more than once, the corpora are mixed (--train-weights)",
         metavar="SPEC",
     )
+    train_weights: tuple[float, ...] = _opt(
+        (), "with several --train: how often each is sampled, in their order (3,1: three quarters of each "
+            "epoch from the first, its pairs repeated or left for later epochs as needed; an epoch holds as "
+            "many pairs as all together); none: each pair once an epoch", bounds="> 0", metavar="W,W,...")
     valid: str = _opt(
         "", "validation data, same forms as --train; empty: the named dataset's own val split",
         metavar="SPEC",
@@ -156,6 +160,11 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         _check_fields(self)
+        if not self.train:
+            raise ConfigError("train=() names no training data")
+        if self.train_weights and len(self.train_weights) != len(self.train):
+            raise ConfigError(f"train_weights={','.join(f'{w:g}' for w in self.train_weights)} gives "
+                              f"{len(self.train_weights)} weight(s) for {len(self.train)} --train corpora")
 
 
 @dataclass(frozen=True)
@@ -437,24 +446,39 @@ def check_device(name: str) -> str:
 
 _TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,)}
 _TYPE_NAMES = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false"}
+LISTS = {"tuple[str, ...]": "str", "tuple[float, ...]": "float"}  # list fields: the type of an item
 
 
 def _check_fields(config: Any) -> None:
-    """Every field has its declared type (an int where a float is asked for becomes a float), one of
-    its choices and a value within its bounds; otherwise a ConfigError names the field."""
+    """Every field has its declared type (an int where a float is asked for becomes a float; a list
+    field takes a list, or one item, and becomes a tuple), one of its choices and a value within its
+    bounds; otherwise a ConfigError names the field."""
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
-        if not isinstance(value, _TYPES[f.type]) or (isinstance(value, bool) and f.type != "bool"):
-            raise ConfigError(f"{f.name}={value!r} must be {_TYPE_NAMES[f.type]}, not {type(value).__name__}")
-        if f.type == "float":
-            if not math.isfinite(value):
-                raise ConfigError(f"{f.name}={value!r} must be a finite number")
-            object.__setattr__(config, f.name, float(value))
-        choices, bounds = f.metadata.get("choices"), f.metadata.get("bounds")
-        if choices and value not in choices:
-            raise ConfigError(f"{f.name}={value!r} is not one of {', '.join(choices)}")
-        if bounds and not in_bounds(value, bounds):
-            raise ConfigError(f"{f.name}={value!r} must be {describe_bounds(bounds)}")
+        if f.type in LISTS:
+            item = LISTS[f.type]
+            items = [value] if isinstance(value, _TYPES[item]) and not isinstance(value, bool) else value
+            if not isinstance(items, (list, tuple)):
+                raise ConfigError(f"{f.name}={value!r} must be a list of {item}s, not {type(value).__name__}")
+            object.__setattr__(config, f.name, tuple(_checked(f, item, v) for v in items))
+        else:
+            object.__setattr__(config, f.name, _checked(f, f.type, value))
+
+
+def _checked(f: dataclasses.Field, kind: str, value: Any) -> Any:
+    """`value` of field `f` (or an item of it) checked as a `kind` (int, float, str, bool)."""
+    if not isinstance(value, _TYPES[kind]) or (isinstance(value, bool) and kind != "bool"):
+        raise ConfigError(f"{f.name}={value!r} must be {_TYPE_NAMES[kind]}, not {type(value).__name__}")
+    if kind == "float":
+        if not math.isfinite(value):
+            raise ConfigError(f"{f.name}={value!r} must be a finite number")
+        value = float(value)
+    choices, bounds = f.metadata.get("choices"), f.metadata.get("bounds")
+    if choices and value not in choices:
+        raise ConfigError(f"{f.name}={value!r} is not one of {', '.join(choices)}")
+    if bounds and not in_bounds(value, bounds):
+        raise ConfigError(f"{f.name}={value!r} must be {describe_bounds(bounds)}")
+    return value
 
 
 def in_bounds(value: float, bounds: str) -> bool:

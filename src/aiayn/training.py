@@ -29,8 +29,9 @@ import torch
 from aiayn import checkpoint
 from aiayn import config as cfg
 from aiayn.data import binarized, prepared
-from aiayn.data.batching import TokenizedCorpus, make_batches, padding_fraction, tokenize
+from aiayn.data.batching import TokenizedCorpus, padding_fraction, tokenize
 from aiayn.data.corpora import default_valid, load_corpus
+from aiayn.data.mixing import Mix
 from aiayn.data.readers import DataError
 from aiayn.files import is_run_dir
 from aiayn.model import Transformer, parameter_counts
@@ -83,10 +84,7 @@ def _train_model(out: Path, resume: bool, preset: str | None, config: str | Path
         state = None
     if train_config.threads:
         torch.set_num_threads(train_config.threads)
-    train_data = _tokenized(data.train, data, tokenizer, data.max_len)
-    if not len(train_data):
-        raise DataError(f"no training pair left: {train_data.summary(data.train)}; check the files "
-                        "and --max-len")
+    train_data = _mix(data, tokenizer)
     valid_data = _valid(data, tokenizer) if ranks.main else None
     _describe(model, train_data, data, train_config, ranks)
     result = train(model, tokenizer, train_data, valid_data, data, train_config, out, state, ranks)
@@ -127,21 +125,22 @@ def _fresh(out: Path, preset: str | None, config: str | Path | None,
               "paper's base model)")
     if data.tokenizer:
         tokenizer = Tokenizer.load(data.tokenizer)
-    elif binarized.is_corpus_dir(Path(data.train)):
-        raise cfg.ConfigError(f"{data.train} is a tokenized corpus: give its tokenizer with --tokenizer, "
+    elif tokenized := [spec for spec in data.train if binarized.is_corpus_dir(Path(spec))]:
+        raise cfg.ConfigError(f"{tokenized[0]} is a tokenized corpus: give its tokenizer with --tokenizer, "
                               "or the whole data directory with --data")
     elif ranks.world > 1:
         raise cfg.ConfigError("under torchrun every rank must use one vocabulary: prepare it first "
                               "(`aiayn prepare --train SPEC --out DATA_DIR`) and pass --data DATA_DIR "
                               "(or --tokenizer)")
     else:
-        corpus = load_corpus(data.train, data.src_lang, data.tgt_lang)
-        if not any(corpus.source) or not any(corpus.target):
-            raise DataError(f"{corpus.name}: no text to learn a tokenizer from ({len(corpus):,} pairs, "
-                            "all empty on one side)")
+        corpora = [load_corpus(spec, data.src_lang, data.tgt_lang) for spec in data.train]
+        source = [s for corpus in corpora for s in corpus.source]
+        target = [t for corpus in corpora for t in corpus.target]
+        if not any(source) or not any(target):
+            raise DataError(f"{', '.join(c.name for c in corpora)}: no text to learn a tokenizer from "
+                            f"({len(source):,} pairs, all empty on one side)")
         src_vocab_size = asked.source_vocab_size if asked.separate else None
-        tokenizer = Tokenizer.learn(corpus.source, corpus.target, asked.vocab_size, train_config.seed,
-                                    src_vocab_size)
+        tokenizer = Tokenizer.learn(source, target, asked.vocab_size, train_config.seed, src_vocab_size)
     sizes = {"vocab_size": tokenizer.vocab_size}
     if tokenizer.separate:
         sizes["src_vocab_size"] = tokenizer.source_vocab_size
@@ -158,7 +157,9 @@ def _from_parent(out: Path, recipe: cfg.Recipe):
     parent = init.load_parent(recipe.train.init_from)
     if out.resolve() == parent.path.resolve() or out.resolve() in parent.path.resolve().parents:
         raise cfg.ConfigError(f"--out {out} holds the model it starts from: choose another --out")
-    given = {**(cfg.PRESETS[recipe.preset] if recipe.preset_given else {}), **recipe.model}
+    preset = cfg.PRESETS[recipe.preset] if recipe.preset_given else {}
+    # A preset's vocabulary size is what a new tokenizer would learn; the parent's tokenizer is given.
+    given = {**{k: v for k, v in preset.items() if k != "vocab_size"}, **recipe.model}
     init.check_options(parent, given, recipe.data.tokenizer, "options")
     torch.manual_seed(recipe.train.seed)  # as a fresh run: its dropout draws from the seed
     model = init.child(parent, recipe.model)
@@ -182,10 +183,16 @@ def _recipe(preset: str | None, config: str | Path | None,
             options: dict[str, dict[str, Any]]) -> cfg.Recipe:
     """The checked recipe from defaults, preset, recipe file and options (each overriding the one before)."""
     sections = cfg.load_config_file(config) if config else {}
+    if "train" in options["data"] and "train_weights" not in options["data"]:  # the file's weights
+        sections.get("data", {}).pop("train_weights", None)  # were for the file's corpora
     for name in _SECTIONS:
         sections[name] = {**sections.get(name, {}), **options[name]}
     if sections["data"].get("data"):
         sections["data"] = _with_prepared(sections["data"])
+    if sections["train"].get("init_from") and not set(init.FINE_TUNING) & set(sections["train"]):
+        sections["train"] = {**init.FINE_TUNING, **sections["train"]}  # a schedule for trained weights
+        print("learning rate after --init-from: " + ", ".join(f"--{k.replace('_', '-')} {v}"
+                                                              for k, v in init.FINE_TUNING.items()))
     if preset:
         sections["preset"] = preset
     return cfg.recipe(sections, f"{config} and the options" if config else "options")
@@ -261,8 +268,22 @@ def _tokenized(spec: str, data: cfg.DataConfig, tokenizer: Tokenizer, max_len: i
     return tokenized
 
 
+def _mix(data: cfg.DataConfig, tokenizer: Tokenizer) -> Mix:
+    """The training corpora, tokenized, each with pairs left, and how they mix (reported)."""
+    corpora = []
+    for spec in data.train:
+        corpus = _tokenized(spec, data, tokenizer, data.max_len)
+        if not len(corpus):
+            raise DataError(f"no training pair left: {corpus.summary(spec)}; check the files and --max-len")
+        corpora.append((spec, corpus))
+    mix = Mix(corpora, data.train_weights)
+    for line in mix.report():
+        print(line)
+    return mix
+
+
 def _valid(data: cfg.DataConfig, tokenizer: Tokenizer) -> TokenizedCorpus | None:
-    spec = data.valid or default_valid(data.train)
+    spec = data.valid or default_valid(data.train[0])  # the first corpus's: the one the run is for
     if not spec:
         print("no validation set: give --valid SPEC (the forms --train takes) to measure validation "
               "loss and keep the best checkpoint by BLEU")
@@ -270,7 +291,7 @@ def _valid(data: cfg.DataConfig, tokenizer: Tokenizer) -> TokenizedCorpus | None
     return _tokenized(spec, data, tokenizer, None)
 
 
-def _describe(model: Transformer, train_data: TokenizedCorpus, data: cfg.DataConfig,
+def _describe(model: Transformer, train_data: Mix, data: cfg.DataConfig,
               train_config: cfg.TrainConfig, ranks: distributed.Ranks) -> None:
     if not ranks.main:
         return
@@ -278,7 +299,7 @@ def _describe(model: Transformer, train_data: TokenizedCorpus, data: cfg.DataCon
     parts = ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in counts.items() if v and k != "total")
     print(f"model: {counts['total'] / 1e6:.2f}M parameters ({parts})")
     src_lens, tgt_lens = train_data.lengths()
-    batches = make_batches(src_lens, tgt_lens, data.batch_tokens, train_config.seed)
+    batches = train_data.batches(data.batch_tokens, train_config.seed, 0)
     src_pad, tgt_pad = padding_fraction(batches, src_lens), padding_fraction(batches, tgt_lens)
     print(f"batches: {len(batches):,} per epoch of up to {data.batch_tokens:,} tokens; "
           f"padding {src_pad:.1%} source, {tgt_pad:.1%} target")

@@ -30,10 +30,16 @@ print(json.dumps([translation.translate(text) for text in json.load(sys.stdin)])
 """
 
 
-@pytest.fixture(scope="module")
-def package(trained_run, tmp_path_factory):
-    out = tmp_path_factory.mktemp("argos") / "en_de.argosmodel"
-    assert main(["export", "argos", str(trained_run), str(out)]) == 0
+@pytest.fixture(scope="module", params=["aiayn", "marian"])
+def package(trained_run, tmp_path_factory, request):
+    """The package of `trained_run`, or of the Marian directory it converts to (one vocabulary, its
+    own ids): the path from an OPUS-MT-format model to LibreTranslate."""
+    model, out = trained_run, tmp_path_factory.mktemp("argos") / "en_de.argosmodel"
+    if request.param == "marian":
+        pytest.importorskip("transformers")
+        model = out.parent / "marian"
+        assert main(["convert", "to-marian", str(trained_run), str(model)]) == 0
+    assert main(["export", "argos", str(model), str(out)]) == 0
     return out
 
 

@@ -1,5 +1,5 @@
 """A training run killed with SIGKILL at a random moment, then resumed, ends with the weights of a
-run that was never interrupted."""
+run that was never interrupted: a run from scratch, and one started from a model (`--init-from`)."""
 
 import random
 import signal
@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from aiayn import checkpoint
@@ -32,13 +33,16 @@ def lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-def test_a_run_killed_at_a_random_moment_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path):
-    straight = train("--out", str(tmp_path / "straight"))
+@pytest.mark.parametrize("start", ["scratch", "init-from"])
+def test_a_run_killed_at_a_random_moment_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path, start,
+                                                                                      request):
+    parent = ["--init-from", str(request.getfixturevalue("trained_run"))] if start == "init-from" else []
+    straight = train(*parent, "--out", str(tmp_path / "straight"))
     finish(straight)
 
     rng = random.Random()  # a new moment every time; any moment must give the same weights
     run = tmp_path / "killed"
-    process = train("--out", str(run))
+    process = train(*parent, "--out", str(run))
     wait_for = rng.randint(1, 39)  # metrics lines: the kill lands somewhere in the first 40 updates
     deadline = time.monotonic() + HANG_S
     while process.poll() is None and lines(run / "metrics.jsonl") < wait_for and time.monotonic() < deadline:
@@ -49,7 +53,7 @@ def test_a_run_killed_at_a_random_moment_resumes_to_the_weights_of_an_uninterrup
     print(f"killed after {lines(run / 'metrics.jsonl')} metrics lines")
 
     if not checkpoint.step_checkpoints(run):  # killed before the first checkpoint: start again
-        finish(train("--out", str(run)))
+        finish(train(*parent, "--out", str(run)))
     elif checkpoint.load_latest(run, report=print).step < 40:
         finish(subprocess.Popen([sys.executable, "-m", "aiayn", "train", "--out", str(run), "--resume"],
                                 cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))

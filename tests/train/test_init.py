@@ -81,10 +81,53 @@ def test_a_marian_parent_and_the_checkpoint_it_came_from_start_at_the_same_valid
     losses = []
     for i, parent in enumerate((trained_run, marian)):
         out = tmp_path / f"child-{i}"
-        # one update at a learning rate of 1e-30 changes no weight: the validation is the parent's
-        assert main(["train", "--init-from", str(parent), *CHILD[:4], "--valid-every", "1",
-                     "--bleu-every", "0", "--max-steps", "1", "--lr-scale", "1e-30", "--src-lang", "en",
-                     "--tgt-lang", "de", "--threads", "1", "--out", str(out)]) == 0
-        records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-        losses.append([r["loss"] for r in records if r["kind"] == "valid"][0])
+        assert main(["train", "--init-from", str(parent), *CHILD[:4], "--valid-every", "0",
+                     "--bleu-every", "0", "--max-steps", "1", "--src-lang", "en", "--tgt-lang", "de",
+                     "--threads", "1", "--out", str(out)]) == 0
+        losses.append([r["loss"] for r in records(out) if r["kind"] == "valid" and r["step"] == 0][0])
     assert abs(losses[0] - losses[1]) < 1e-4, losses
+
+
+def records(run):
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_the_whole_path_from_a_marian_directory_to_an_argos_package(trained_run, tmp_path, capsys):
+    """docs/training.md's path: a Marian parent, a fine-tune on mixed corpora that stops at its
+    best, scored before and after, exported as an Argos package."""
+    pytest.importorskip("transformers")
+    marian, child = tmp_path / "marian", tmp_path / "child"
+    assert main(["convert", "to-marian", str(trained_run), str(marian)]) == 0
+    test = ["--test", "synthetic:reverse:val", "--beam-size", "1"]
+    assert main(["evaluate", str(marian), *test]) == 0
+    assert main(["train", "--init-from", str(marian), "--train", "synthetic:reverse", "--train",
+                 "synthetic:copy", "--train-weights", "3,1", "--valid", "synthetic:reverse:val",
+                 "--batch-tokens", "512", "--max-steps", "30", "--valid-every", "10", "--bleu-every", "10",
+                 "--bleu-beam", "1", "--patience", "1", "--save-every", "0", "--threads", "1",
+                 "--out", str(child)]) == 0
+    out = capsys.readouterr().out
+    assert "learning rate after --init-from: --warmup-steps 100, --lr-scale 0.048" in out
+    assert "mixing 2 corpora" in out
+    log = records(child)
+    assert [r["step"] for r in log if r["kind"] == "valid"][0] == 0  # the parent's loss: where it starts
+    bleu = [r for r in log if r["kind"] == "bleu"]
+    best = max(bleu, key=lambda r: r["bleu"])  # the first of equals: a tie is no improvement
+    assert checkpoint.load(child / "checkpoints" / "best").step == best["step"]
+    assert main(["evaluate", str(child / "checkpoints" / "best"), *test]) == 0
+    pytest.importorskip("ctranslate2")
+    pytest.importorskip("spacy")
+    package = tmp_path / "mine.argosmodel"
+    assert main(["export", "argos", str(child / "checkpoints" / "best"), str(package)]) == 0
+    assert package.stat().st_size > 0
+
+
+def test_a_run_that_sets_its_warm_up_or_rate_keeps_its_schedule_whole(trained_run, tmp_path, capsys):
+    common = ["train", "--init-from", str(trained_run), *CHILD, "--max-steps", "1"]
+    assert main([*common, "--out", str(tmp_path / "tuned")]) == 0
+    assert "learning rate after --init-from: --warmup-steps 100, --lr-scale 0.048" in capsys.readouterr().out
+    tuned = checkpoint.load(checkpoint.resolve(tmp_path / "tuned")).train
+    assert (tuned.warmup_steps, tuned.lr_scale) == (100, 0.048)
+    assert main([*common, "--warmup-steps", "50", "--out", str(tmp_path / "own")]) == 0
+    assert "learning rate after --init-from" not in capsys.readouterr().out
+    own = checkpoint.load(checkpoint.resolve(tmp_path / "own")).train
+    assert (own.warmup_steps, own.lr_scale) == (50, 1.0)  # the paper's scale, not half a default

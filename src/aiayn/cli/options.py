@@ -28,14 +28,29 @@ def add_config_options(parser: argparse.ArgumentParser, cls: type, title: str,
         flag = "--" + f.name.replace("_", "-")
         bounds = f.metadata.get("bounds")
         limits = f"; {cfg.describe_bounds(bounds)}" if bounds else ""
-        help_text = f"{f.metadata['help']} (default: {f.default!r}{limits})"
+        default = ",".join(map(str, f.default)) or "none" if f.type in cfg.LISTS else repr(f.default)
+        help_text = f"{f.metadata['help']} (default: {default}{limits})"
         if f.type == "bool":
             group.add_argument(flag, dest=f.name, default=None, help=help_text,
                                action=argparse.BooleanOptionalAction)
+        elif f.type == "tuple[str, ...]":  # the flag given again adds an item
+            group.add_argument(flag, dest=f.name, default=None, help=help_text, action="append",
+                               metavar=f.metadata.get("metavar"))
+        elif f.type == "tuple[float, ...]":  # items joined by commas
+            group.add_argument(flag, dest=f.name, default=None, help=help_text, type=float_list,
+                               metavar=f.metadata.get("metavar"))
         else:
             metavar = None if f.metadata.get("choices") else f.metadata.get("metavar") or f.type.upper()
             group.add_argument(flag, dest=f.name, default=None, help=help_text, metavar=metavar,
                                type=_TYPES[f.type], choices=f.metadata.get("choices"))
+
+
+def float_list(text: str) -> tuple[float, ...]:
+    """argparse type: numbers joined by commas (3,1)."""
+    try:
+        return tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not numbers joined by commas (3,1)") from None
 
 
 def change_default(parser: argparse.ArgumentParser, dest: str, value: Any, help: str) -> None:

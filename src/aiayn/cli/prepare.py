@@ -22,7 +22,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                     "`aiayn train --tokenizer DIR`.")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="data directory to write: tokenizer.model, data.json, train/, valid/")
-    p.add_argument("--train", default="multi30k", metavar="SPEC", help=field_help(cfg.DataConfig, "train"))
+    one = field_help(cfg.DataConfig, "train").split(". Given more than once")[0]
+    p.add_argument("--train", default="multi30k", metavar="SPEC",
+                   help=f"{one}; one corpus (`aiayn train` mixes several)")
     p.add_argument("--valid", default=None, metavar="SPEC",
                    help="validation data, same forms as --train (default: the named dataset's own "
                         "val split; none for files); '' for none")

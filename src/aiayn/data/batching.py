@@ -63,11 +63,15 @@ def tokenize(corpus: ParallelCorpus, tokenizer: Tokenizer, max_len: int | None =
 
 
 def make_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_tokens: int, seed: int = 0,
-                 epoch: int = 0, shuffle: bool = True) -> list[np.ndarray]:
-    """Group pair indices into batches of at most `batch_tokens` padded tokens per side.
+                 epoch: int = 0, shuffle: bool = True, subset: np.ndarray | None = None) -> list[np.ndarray]:
+    """Group pair indices into batches of at most `batch_tokens` padded tokens per side; with
+    `subset`, only those pairs (an index may repeat: that pair is batched as often).
 
     A pair longer than the budget on its own still gets a batch of one.
     """
+    if subset is not None:
+        batches = make_batches(src_lens[subset], tgt_lens[subset], batch_tokens, seed, epoch, shuffle)
+        return [subset[b] for b in batches]
     rng = np.random.default_rng([seed, epoch])
     order = rng.permutation(len(src_lens)) if shuffle else np.arange(len(src_lens))
     order = order[np.lexsort((src_lens[order], tgt_lens[order]))]  # stable: by target, then source

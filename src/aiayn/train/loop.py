@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from tqdm import tqdm
 from aiayn import checkpoint
 from aiayn.config import ConfigError, DataConfig, DecodeConfig, TrainConfig, check_device
 from aiayn.data.batching import Batch, TokenizedCorpus, collate, make_batches
+from aiayn.data.mixing import Mix
 from aiayn.data.readers import DataError
 from aiayn.decoding.translator import translate_ids
 from aiayn.evaluate import score as sacrebleu_score
@@ -148,20 +149,23 @@ class Position:
 
 
 def updates(lengths: tuple[np.ndarray, np.ndarray], data: DataConfig, config: TrainConfig, start: Position,
-            min_batches: int = 1) -> Iterator[tuple[Position, list[np.ndarray], int]]:
+            min_batches: int = 1, sample: Callable[[int, int], np.ndarray | None] | None = None
+            ) -> Iterator[tuple[Position, list[np.ndarray], int]]:
     """Endless stream of (position after, the pair indices of each batch of one update, the update's
     target tokens), starting at `start`.
 
     Batches are accumulated until an update holds `update_tokens` target tokens and at least
-    `min_batches` batches (one per rank); an update never spans two epochs. The stream depends on
-    (seed, epoch) alone, so every rank computes the same one and a resumed run continues it.
+    `min_batches` batches (one per rank); an update never spans two epochs. `sample(seed, epoch)`:
+    the pairs of an epoch (`Mix.sample`; None: each pair once). The stream depends on (seed, epoch)
+    alone, so every rank computes the same one and a resumed run continues it.
     """
     src_lens, tgt_lens = lengths
     if not len(src_lens):  # else this loop would spin forever, deaf to Ctrl-C
         raise DataError("no training pairs to make batches of")
     epoch, index = start.epoch, start.batch
     while True:
-        order = make_batches(src_lens, tgt_lens, data.batch_tokens, config.seed, epoch)
+        subset = sample(config.seed, epoch) if sample else None
+        order = make_batches(src_lens, tgt_lens, data.batch_tokens, config.seed, epoch, subset=subset)
         while index < len(order):
             group, tokens = [], 0
             while index < len(order) and (len(group) < min_batches or tokens < config.update_tokens):
@@ -298,7 +302,7 @@ def limit_reached(config: TrainConfig, step: int, epoch: int, minutes: float) ->
     return None
 
 
-def train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus,
+def train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus | Mix,
           valid_data: TokenizedCorpus | None, data: DataConfig, config: TrainConfig,
           run_dir: str | Path, state: dict[str, Any] | None = None, ranks: Ranks | None = None
           ) -> dict[str, Any]:
@@ -365,7 +369,7 @@ class _Run:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             for leftover in checkpoint.clean_leftovers(self.run_dir):
                 tqdm.write(f"removed {leftover}, a checkpoint left half-written by a process that was killed")
-            self.log.keep_until(self.step)
+            self.log.keep_until(self.step if state is not None else -1)  # a fresh start keeps none
         self.valid_batches = [] if not (valid_data and ranks.main) else [
             collate(b, valid_data, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
             for b in make_batches(*valid_data.lengths(), self.data.batch_tokens, shuffle=False)]
@@ -453,14 +457,17 @@ class _Run:
         return stop_reason(self.scores[self.rule.metric], self.rule)
 
 
-def _train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus,
+def _train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus | Mix,
            valid_data: TokenizedCorpus | None, data: DataConfig, config: TrainConfig, run_dir: Path,
            state: dict[str, Any] | None, ranks: Ranks, device: torch.device) -> dict[str, Any]:
     run = _Run(model, tokenizer, valid_data, data, config, run_dir, ranks, device)
     run.begin(state)
     metrics: dict[str, Any] = {}
-    stream = updates(train_data.lengths(), data, config, run.position, min_batches=ranks.world)
+    mix = train_data if isinstance(train_data, Mix) else Mix([("train", train_data)])
+    stream = updates(mix.lengths(), data, config, run.position, min_batches=ranks.world, sample=mix.sample)
     refresh = 1.0 if sys.stderr.isatty() else 30.0  # seconds; a log file needs fewer bar lines
+    if state is None and config.init_from:
+        run.validate()  # where a run started from a model begins: its parent's validation loss
     with GracefulStop() as stop, tqdm(total=config.max_steps or None, initial=run.step, unit="step",
                                       dynamic_ncols=True, mininterval=refresh, disable=not ranks.main) as bar:
         window = Window()
@@ -469,7 +476,7 @@ def _train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus
             run.position, group, tokens = next(stream)
             run.step += 1
             lr = learning_rate(run.step, model.config.d_model, config.warmup_steps, config.lr_scale)
-            metrics = train_step(run.criterion, run.own_batches(group, train_data), run.optimizer, lr, config,
+            metrics = train_step(run.criterion, run.own_batches(group, mix), run.optimizer, lr, config,
                                  device, tokens, ranks.world)
             # The ranks stop together: this rank's reasons (a signal, a limit) are votes.
             votes = [metrics["loss"], metrics["nll"], float(stop.requested or run.limit() is not None)]
