@@ -52,14 +52,14 @@ train() {  # NAME FLAGS...: train runs/transfer-enfr/NAME unless done, then scor
     fi
 }
 
-# From scratch: the recipe's model and dropout, warmed up over 100 updates to a peak rate of 1e-3.
-train scratch --preset small --dropout 0.3 --attention-dropout 0 --activation-dropout 0 \
-    --warmup-steps 100 --lr-scale 0.16 "${common[@]}"
 train init --init-from "$parent" "${common[@]}"
-train marian --init-from "$out/marian" "${common[@]}"
 for scale in ${SWEEP:-}; do
     train "init-lr$scale" --init-from "$parent" --lr-scale "$scale" "${common[@]}"
 done
+train marian --init-from "$out/marian" "${common[@]}"
+# From scratch: the recipe's model and dropout, warmed up over 100 updates to a peak rate of 1e-3.
+train scratch --preset small --dropout 0.3 --attention-dropout 0 --activation-dropout 0 \
+    --warmup-steps 100 --lr-scale 0.16 "${common[@]}"
 SCORE=checkpoints/best train early --init-from "$parent" "${common[@]}" --max-steps 1000 --bleu-every 50 --bleu-beam 1 \
     --patience 2 --stop-metric bleu --keep-checkpoints 2
 
