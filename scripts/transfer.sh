@@ -54,7 +54,7 @@ train() {  # NAME FLAGS...: train runs/transfer-enfr/NAME unless done, then scor
 
 train init --init-from "$parent" "${common[@]}"
 for scale in ${SWEEP:-}; do
-    train "init-lr$scale" --init-from "$parent" --lr-scale "$scale" "${common[@]}"
+    train "init-lr$scale" --init-from "$parent" --warmup-steps 100 --lr-scale "$scale" "${common[@]}"
 done
 train marian --init-from "$out/marian" "${common[@]}"
 # From scratch: the recipe's model and dropout, warmed up over 100 updates to a peak rate of 1e-3.
