@@ -9,14 +9,17 @@
 #   bash scripts/transfer.sh                 # 2,000 pairs, 300 updates
 #   PAIRS=5000 UPDATES=600 bash scripts/transfer.sh
 #   SWEEP="0.016 0.16" bash scripts/transfer.sh   # also `init` with these --lr-scale values
+#   PARENT=DIR VALID=SPEC TEST=SPEC OUT=DIR ...   # another parent, validation and test sets, output
 #
-# Writes runs/transfer-enfr/: the data, marian/, one run directory per row, *.json scores, results.md.
+# Writes runs/transfer-enfr/: the data, parent-marian/, one run directory per row, *.json scores, results.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pairs=${PAIRS:-2000}
 updates=${UPDATES:-300}
 parent=${PARENT:-runs/multi30k-ende/averaged}
-out=runs/transfer-enfr
+valid=${VALID:-multi30k:val}
+test=${TEST:-multi30k:test_2016_flickr}
+out=${OUT:-runs/transfer-enfr}
 . .venv/bin/activate
 if [ -z "${AIAYN_DATA_DIR:-}" ] && [ -d ../shared/data/multi30k ]; then
     export AIAYN_DATA_DIR="$(cd ../shared/data && pwd)"
@@ -36,9 +39,9 @@ for lang, side in (("en", corpus.source), ("fr", corpus.target)):
     with open(f"{prefix}.{lang}", "w", encoding="utf-8") as f:
         f.writelines(line + "\n" for line in side[:pairs])
 EOF
-[ -d "$out/marian" ] || aiayn convert to-marian "$parent" "$out/marian"
+[ -d "$out/parent-marian" ] || aiayn convert to-marian "$parent" "$out/parent-marian"
 
-common=(--train "$out/data/train" --valid multi30k:val --src-lang en --tgt-lang fr --max-steps "$updates"
+common=(--train "$out/data/train" --valid "$valid" --src-lang en --tgt-lang fr --max-steps "$updates"
         --valid-every 50 --bleu-every "$updates" --save-every "$updates" --keep-checkpoints 1)
 train() {  # NAME FLAGS...: train runs/transfer-enfr/NAME unless done, then score its newest checkpoint
     local name=$1; shift  # (or $SCORE, a path under the run) on test_2016_flickr
@@ -48,7 +51,7 @@ train() {  # NAME FLAGS...: train runs/transfer-enfr/NAME unless done, then scor
         local start=$SECONDS
         aiayn train "$@" --out "$run" 2>&1 | grep -v "it/s\|step/s" | tee "$out/$name.log"
         echo "$(( SECONDS - start ))" > "$out/$name.seconds"
-        aiayn evaluate "$run/${SCORE:-}" --test multi30k:test_2016_flickr --output "$out/$name.fr" --scores "$out/$name.json"
+        aiayn evaluate "$run/${SCORE:-}" --test "$test" --output "$out/$name.fr" --scores "$out/$name.json"
     fi
 }
 
@@ -56,7 +59,7 @@ train init --init-from "$parent" "${common[@]}"
 for scale in ${SWEEP:-}; do
     train "init-lr$scale" --init-from "$parent" --warmup-steps 100 --lr-scale "$scale" "${common[@]}"
 done
-train marian --init-from "$out/marian" "${common[@]}"
+train marian --init-from "$out/parent-marian" "${common[@]}"
 # From scratch: the recipe's model and dropout, warmed up over 100 updates to a peak rate of 1e-3.
 train scratch --preset small --dropout 0.3 --attention-dropout 0 --activation-dropout 0 \
     --warmup-steps 100 --lr-scale 0.16 "${common[@]}"
