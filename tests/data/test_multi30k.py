@@ -12,8 +12,16 @@ from aiayn.data.readers import DataError
 def test_reads_every_split_and_language_from_the_data_dir(data_dir):
     sizes = {"train": 29_000, "val": 1_014, "test_2016_flickr": 1_000, "test_2017_flickr": 1_000}
     for split, size in sizes.items():
-        for src, tgt in (("en", "de"), ("de", "en"), ("en", "fr")):
+        for src, tgt in (("en", "de"), ("de", "en"), ("en", "fr"), ("fr", "de")):
             assert len(multi30k.load(split, src, tgt)) == size
+        if split != "test_2017_flickr":
+            assert len(multi30k.load(split, "cs", "en")) == size
+
+
+def test_the_languages_are_multi_way_parallel(data_dir):
+    """Line n of every language is one caption: en-de and en-cs share their English side."""
+    assert multi30k.load("val", "en", "de").source == multi30k.load("val", "en", "cs").source
+    assert multi30k.load("val", "de", "cs").source == multi30k.load("val", "en", "de").target
 
 
 def test_downloads_missing_files_into_the_cache(tmp_path, monkeypatch):
@@ -44,8 +52,10 @@ def test_downloads_missing_files_into_the_cache(tmp_path, monkeypatch):
 def test_unknown_split_or_language_is_an_error():
     with pytest.raises(DataError, match="no split 'test'"):
         multi30k.path("test", "en")
-    with pytest.raises(DataError, match="no language 'cs'"):
-        multi30k.path("train", "cs")
+    with pytest.raises(DataError, match="no language 'ja'"):
+        multi30k.path("train", "ja")
+    with pytest.raises(DataError, match="no test_2017_flickr in 'cs'; cs has train, val, test_2016_flickr"):
+        multi30k.path("test_2017_flickr", "cs")
 
 
 def test_offline_error_names_every_file_every_place_and_the_way_to_own_data(tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
-"""The Multi30k dataset (task 1, raw, cased): en, de and fr image descriptions.
+"""The Multi30k dataset (task 1, raw, cased): en, de, fr and cs image descriptions, multi-way
+parallel (line n of every language is one caption). Czech has train, val and test_2016_flickr.
 
 Files are looked for, in order, in $AIAYN_DATA_DIR/multi30k, then in the download cache
 ($AIAYN_CACHE_DIR, default ~/.cache/aiayn/multi30k); a file found in neither is downloaded
@@ -15,7 +16,8 @@ from pathlib import Path
 from aiayn.data.readers import DataError, ParallelCorpus, read_parallel
 
 SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr")
-LANGUAGES = ("en", "de", "fr")
+LANGUAGES = ("en", "de", "fr", "cs")
+SPLITS_OF = {"cs": ("train", "val", "test_2016_flickr")}  # the languages that lack a split
 URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
 
 
@@ -32,6 +34,8 @@ def path(split: str, lang: str, other_lang: str | None = None) -> Path:
         raise DataError(f"multi30k has no split {split!r}; choose from {', '.join(SPLITS)}")
     if lang not in LANGUAGES:
         raise DataError(f"multi30k has no language {lang!r}; choose from {', '.join(LANGUAGES)}")
+    if split not in SPLITS_OF.get(lang, SPLITS):
+        raise DataError(f"multi30k has no {split} in {lang!r}; {lang} has {', '.join(SPLITS_OF[lang])}")
     name = f"{split}.{lang}.gz"
     local = data_dir()
     if local and (local / name).exists():
