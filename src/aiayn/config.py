@@ -142,6 +142,11 @@ class DataConfig:
         (), "with several --train: how often each is sampled, in their order (3,1: three quarters of each "
             "epoch from the first, its pairs repeated or left for later epochs as needed; an epoch holds as "
             "many pairs as all together); none: each pair once an epoch", bounds="> 0", metavar="W,W,...")
+    sampling_temperature: float = _opt(
+        1.0, "with several --train and no --train-weights: sample each corpus in proportion to its size "
+             "to the power 1/T; 1: in proportion to size (each pair once an epoch), larger: closer to "
+             "equal shares, so small corpora are not starved (fairseq's temperature; 5 is usual)",
+        bounds=">= 1", metavar="T")
     valid: str = _opt(
         "", "validation data, same forms as --train; empty: the named dataset's own val split",
         metavar="SPEC",
@@ -162,6 +167,9 @@ class DataConfig:
         _check_fields(self)
         if not self.train:
             raise ConfigError("train=() names no training data")
+        if self.train_weights and self.sampling_temperature != 1.0:
+            raise ConfigError(f"train_weights and sampling_temperature={self.sampling_temperature:g} both "
+                              "say how to sample the corpora: give one")
         if self.train_weights and len(self.train_weights) != len(self.train):
             raise ConfigError(f"train_weights={','.join(f'{w:g}' for w in self.train_weights)} gives "
                               f"{len(self.train_weights)} weight(s) for {len(self.train)} --train corpora")

@@ -276,7 +276,7 @@ def _mix(data: cfg.DataConfig, tokenizer: Tokenizer) -> Mix:
         if not len(corpus):
             raise DataError(f"no training pair left: {corpus.summary(spec)}; check the files and --max-len")
         corpora.append((spec, corpus))
-    mix = Mix(corpora, data.train_weights)
+    mix = Mix(corpora, data.train_weights, data.sampling_temperature)
     for line in mix.report():
         print(line)
     return mix

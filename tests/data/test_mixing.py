@@ -97,3 +97,14 @@ def test_a_corpus_without_pairs_is_an_error():
 def test_weights_must_match_the_corpora(weights):
     with pytest.raises(ValueError, match="weights for 2 corpora"):
         Mix([("a", corpus(10, 5)), ("b", corpus(10, 5))], weights)
+
+
+def test_a_sampling_temperature_brings_the_shares_closer_to_equal():
+    parts = [("big", corpus(900, 10)), ("small", corpus(100, 10))]
+    assert Mix(parts).per_epoch.tolist() == [900, 100]  # T = 1: in proportion to size
+    assert Mix(parts, temperature=2).per_epoch.tolist() == [750, 250]  # 30:10 = sqrt(900):sqrt(100)
+    hot = Mix(parts, temperature=1e9).per_epoch.tolist()
+    assert hot == [500, 500]  # T -> infinity: equal shares
+    assert "(sampling temperature 2)" in Mix(parts, temperature=2).report()[0]
+    with pytest.raises(ValueError, match="not both"):
+        Mix(parts, (1, 1), temperature=2)

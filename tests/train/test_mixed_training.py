@@ -60,3 +60,11 @@ def test_weights_that_do_not_fit_are_a_one_line_error_and_write_nothing(tmp_path
     err = capsys.readouterr().err
     assert code == 2 and message in err and sum("error" in line for line in err.splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_weights_and_a_sampling_temperature_together_are_a_one_line_error(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", *TINY, *MIXED, "--sampling-temperature", "5", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "train_weights and sampling_temperature=5 both say how to sample the corpora" in err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()

@@ -2,15 +2,18 @@
 
     aiayn train --init-from PARENT --train mine.tsv --train multi30k --train-weights 3,1
 
-A fine-tune that keeps some of its parent's data in the mix forgets less of what the parent knew;
-a small corpus of one's own can be seen more often than its size alone would have it. An epoch
-holds as many pairs as all the corpora together (N = n_1 + ... + n_c); corpus i gets the share
-p_i = w_i / (w_1 + ... + w_c) of it, k_i = round(p_i * N) pairs. Those are read from a stream of
-seeded permutations of the corpus, epoch after epoch: a corpus sampled below its size is seen
-whole over several epochs before any pair repeats, one sampled above its size is repeated as
-evenly as it can be. Without weights every pair is seen once an epoch, and the batches are those
-of one corpus (`make_batches`). Everything is a pure function of (seed, epoch), so every rank of a
-distributed run draws the same sample, and a resumed run continues it.
+A fine-tune that keeps some of its parent's data in the mix forgets less of what the parent knew; a
+small corpus of one's own can be seen more often than its size alone would have it. An epoch holds
+as many pairs as all the corpora together (N = n_1 + ... + n_c); corpus i gets the share p_i = w_i /
+(w_1 + ... + w_c) of it, k_i = round(p_i * N) pairs. Those are read from a stream of seeded
+permutations of the corpus, epoch after epoch: a corpus sampled below its size is seen whole over
+several epochs before any pair repeats, one sampled above its size is repeated as evenly as it can
+be. Instead of weights, a sampling temperature T weighs each corpus by its size to the power 1/T
+(fairseq's multilingual sampling): T = 1 is in proportion to size, a larger T brings the shares
+closer to equal, so that small corpora are not starved. Without weights, or at T = 1, every pair is
+seen once an epoch, and the batches are those of one corpus (`make_batches`). Everything is a pure
+function of (seed, epoch), so every rank of a distributed run draws the same sample, and a resumed
+run continues it.
 """
 
 from __future__ import annotations
@@ -44,9 +47,12 @@ class Mix:
     """The training data of a run: one corpus, or several sampled by weight. It answers what
     training asks of a corpus (`source[i]`, `target[i]`, `lengths()`), and `batches(epoch)`."""
 
-    def __init__(self, corpora: Sequence[tuple[str, TokenizedCorpus]], weights: Sequence[float] = ()) -> None:
+    def __init__(self, corpora: Sequence[tuple[str, TokenizedCorpus]], weights: Sequence[float] = (),
+                 temperature: float = 1.0) -> None:
         if weights and len(weights) != len(corpora):
             raise ValueError(f"{len(weights)} weights for {len(corpora)} corpora")
+        if weights and temperature != 1.0:
+            raise ValueError("give weights or a sampling temperature, not both")
         self.names = [name for name, _ in corpora]
         parts = [corpus for _, corpus in corpora]
         self.sizes = np.array([len(c) for c in parts], np.int64)
@@ -60,7 +66,10 @@ class Mix:
             self.target = _Joined([c.target for c in parts], self.starts)
         lengths = [c.lengths() for c in parts]  # (source, target) of each
         self._lengths = (np.concatenate([s for s, _ in lengths]), np.concatenate([t for _, t in lengths]))
-        self.weighted = bool(weights) and len(parts) > 1  # one corpus: every pair once, weight or not
+        self.temperature = temperature
+        if temperature != 1.0:
+            weights = self.sizes.astype(float) ** (1.0 / temperature)
+        self.weighted = len(weights) > 0 and len(parts) > 1  # one corpus: every pair once, weight or not
         # pairs of each corpus in an epoch
         self.per_epoch = _apportion(np.asarray(weights, float), len(self)) if self.weighted else self.sizes
 
@@ -88,7 +97,8 @@ class Mix:
             return []
         total = int(self.per_epoch.sum())
         lines = [f"mixing {len(self.names)} corpora: {total:,} pairs an epoch"
-                 + ("" if self.weighted else " (no --train-weights: each pair once)")]
+                 + (f" (sampling temperature {self.temperature:g})" if self.temperature != 1.0 else
+                    "" if self.weighted else " (no --train-weights: each pair once)")]
         for name, n, k in zip(self.names, self.sizes, self.per_epoch, strict=True):
             lines.append(f"  {name}: {int(n):,} pairs, {k / total:.1%} of each epoch "
                          f"({k / n:.2f} times its size)")
