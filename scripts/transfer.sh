@@ -42,7 +42,7 @@ EOF
 [ -d "$out/parent-marian" ] || aiayn convert to-marian "$parent" "$out/parent-marian"
 
 common=(--train "$out/data/train" --valid "$valid" --src-lang en --tgt-lang fr --max-steps "$updates"
-        --valid-every 50 --bleu-every "$updates" --save-every "$updates" --keep-checkpoints 1)
+        --valid-every 50 --bleu-every 0 --save-every "$updates" --keep-checkpoints 1)
 train() {  # NAME FLAGS...: train runs/transfer-enfr/NAME unless done, then score its newest checkpoint
     local name=$1; shift  # (or $SCORE, a path under the run) on test_2016_flickr
     local run="$out/$name"
