@@ -1,3 +1,5 @@
+import random
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -95,3 +97,30 @@ def test_separate_vocabularies_have_their_own_ids_and_round_trip_through_files(t
     assert loaded.decode(target) == "一只狗在跑"
     joint = Tokenizer.train(english + chinese, 300)
     assert not joint.separate and joint.source_vocab_size == joint.vocab_size == 300
+
+
+def test_a_multilingual_vocabulary_has_a_whole_piece_per_language_and_round_trips(tmp_path):
+    texts = {"en": ["a dog runs on the beach"] * 50 + ["two cats sleep"] * 50,
+             "de": ["ein hund rennt am strand"] * 40, "fr": ["un chien court sur la plage"] * 400}
+    tokenizer = Tokenizer.learn_languages(texts, 300, seed=1)
+    assert tokenizer.languages() == ["de", "en", "fr"]
+    fr = tokenizer.language_id("fr")
+    assert fr is not None and tokenizer.pieces([fr], "source") == [">>fr<<"]
+    assert fr in tokenizer.encode(["un >>fr<< chien"])[0]  # one piece wherever it stands in a text
+    assert tokenizer.language_id("cs") is None
+    tokenizer.save(tmp_path)
+    again = Tokenizer.load(tmp_path)
+    assert again == tokenizer and again.language_id("fr") == fr
+    assert again.decode(again.encode(["un chien court"])[0]) == "un chien court"
+
+
+def test_a_multilingual_vocabulary_learns_from_as_many_sentences_of_each_language():
+    """The language with 100x the text does not take the whole vocabulary: each gives as many
+    sentences, so the rare language's words are learned (unbalanced, they stay in pieces)."""
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcdefghijklmnop") for _ in range(6)) for _ in range(300)]
+    common, rare = [" ".join(rng.sample(words, 5)) for _ in range(3000)], ["qqzx vvkj"] * 30
+    assert len(Tokenizer.train(common + rare, 400).encode(["qqzx"])[0]) > 2
+    balanced = Tokenizer.learn_languages({"xx": rare, "yy": common}, 400, seed=1)
+    assert len(balanced.encode(["qqzx"])[0]) <= 2
+    assert balanced.languages() == ["xx", "yy"] and Tokenizer.train(common, 400).languages() == []

@@ -7,6 +7,9 @@ leading, trailing or repeated spaces. It is saved as `tokenizer.model`. With sep
 vocabularies, one such model per language, each with its own ids (the source's for the encoder,
 the target's for the decoder), saved as `source.model` and `target.model`.
 
+A multilingual model's vocabulary holds one piece per language, `>>fr<<` (OPUS-MT's form), that
+tells the model which language to translate into (`learn_languages`, `language_id`).
+
 Models converted from Marian (OPUS-MT) keep their own files: a source and a target SentencePiece
 model whose pieces map to ids through a vocabulary (`source.spm`, `target.spm`, `vocab.json`, and
 `target_vocab.json` when the target has its own); there the decoder starts from <pad> when the
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -35,6 +39,12 @@ FEWEST_PIECES = 4 + 256 + 1  # the special pieces, one per byte (byte fallback),
 # ten times the cost of encoding one sentence, and repaid from about this many texts on 2 cores
 # (a server's request holds one or a few; benchmarks/RESULTS.md). Fewer are encoded one by one.
 POOLED_FROM = 128
+LANGUAGE_PIECE = re.compile(r"^>>([a-z]{2,3}(?:_[A-Za-z]+)?)<<$")  # >>fr<<, >>fra<<, >>zho_Hans<<
+
+
+def language_piece(lang: str) -> str:
+    """The piece that names a target language: >>fr<<."""
+    return f">>{lang}<<"
 
 
 class TokenizerError(AiaynError, ValueError):
@@ -81,6 +91,31 @@ class Tokenizer:
         return cls.train(source + target, vocab_size, seed)
 
     @classmethod
+    def learn_languages(cls, texts: dict[str, list[str]], vocab_size: int, seed: int = 1) -> Tokenizer:
+        """One joint BPE vocabulary for several languages (`texts`: the sentences of each), learned
+        on as many sentences of each (a seeded sample of the larger ones down to the smallest), so
+        that no language is starved; with one piece per language, `>>fr<<`, kept whole."""
+        fewest = min(len(sentences) for sentences in texts.values())
+        rng = random.Random(seed)
+        balanced = [s for lang in sorted(texts) for s in
+                    (texts[lang] if len(texts[lang]) == fewest else rng.sample(texts[lang], fewest))]
+        return cls(cls._learn(balanced, vocab_size, seed, [language_piece(lang) for lang in sorted(texts)]))
+
+    def language_id(self, lang: str) -> int | None:
+        """The id of the piece `>>lang<<` in the source vocabulary, or None when it has none."""
+        piece = language_piece(lang)
+        if self.vocab is not None:
+            return self._ids["source"].get(piece)
+        i = self.source_sp.piece_to_id(piece)
+        return i if self.source_sp.id_to_piece(i) == piece and i != self.unk_id else None
+
+    def languages(self) -> list[str]:
+        """The languages the vocabulary has a `>>xx<<` piece for, in id order."""
+        pieces = self._vocabs["source"] or [self.source_sp.id_to_piece(i)
+                                            for i in range(self.source_sp.get_piece_size())]
+        return [m[1] for piece in pieces if (m := LANGUAGE_PIECE.match(piece))]
+
+    @classmethod
     def train_separate(cls, source: Iterable[str], target: Iterable[str], source_size: int, target_size: int,
                        seed: int = 1) -> Tokenizer:
         """Learn one BPE vocabulary per language: `source_size` pieces from the source sentences,
@@ -88,13 +123,13 @@ class Tokenizer:
         return cls(cls._learn(source, source_size, seed), cls._learn(target, target_size, seed))
 
     @classmethod
-    def _learn(cls, sentences: Iterable[str], vocab_size: int, seed: int) -> bytes:
+    def _learn(cls, sentences: Iterable[str], vocab_size: int, seed: int, symbols: list[str] = ()) -> bytes:
         if vocab_size < FEWEST_PIECES:
             raise TokenizerError(f"vocab_size={vocab_size} is too small: a tokenizer needs at least "
                                  f"{FEWEST_PIECES} pieces (4 special, 256 bytes, then characters and merges)")
         model = io.BytesIO()
         try:
-            cls._train(sentences, vocab_size, seed, model)
+            cls._train(sentences, vocab_size, seed, model, symbols)
         except RuntimeError as e:
             needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(e))
             if needed:
@@ -104,7 +139,8 @@ class Tokenizer:
         return model.getvalue()
 
     @staticmethod
-    def _train(sentences: Iterable[str], vocab_size: int, seed: int, model: io.BytesIO) -> None:
+    def _train(sentences: Iterable[str], vocab_size: int, seed: int, model: io.BytesIO,
+               symbols: list[str] = ()) -> None:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(sentences),
             model_writer=model,
@@ -114,6 +150,7 @@ class Tokenizer:
             character_coverage=1.0,
             byte_fallback=True,
             normalization_rule_name="identity",
+            user_defined_symbols=list(symbols),  # pieces kept whole wherever they occur
             pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
             input_sentence_size=2_000_000, shuffle_input_sentence=True,
             num_threads=2,
