@@ -23,11 +23,12 @@ from aiayn.errors import AiaynError
 
 
 def _opt(default: Any, help: str, choices: tuple[str, ...] | None = None, flag: bool = True,
-         bounds: str | None = None, metavar: str | None = None) -> Any:
+         bounds: str | None = None, metavar: str | None = None, joined: bool = False) -> Any:
     """A config field with its help text; `choices` or `bounds` (">= 1", "> 0", "[0, 1)") say which
-    values it takes; `flag=False` keeps it off the command line."""
+    values it takes; `flag=False` keeps it off the command line; `joined`: a list field whose flag
+    takes the items joined by commas (else the flag is given once per item)."""
     return field(default=default, metadata={"help": help, "choices": choices, "flag": flag,
-                                            "bounds": bounds, "metavar": metavar})
+                                            "bounds": bounds, "metavar": metavar, "joined": joined})
 
 
 class ConfigError(AiaynError, ValueError):
@@ -151,6 +152,13 @@ class DataConfig:
         "", "validation data, same forms as --train; empty: the named dataset's own val split",
         metavar="SPEC",
     )
+    pairs: tuple[str, ...] = _opt(
+        (), "train one multilingual model on these directions, SRC-TGT each (en-de,de-en,en-fr): every "
+            "--train corpus is read in each direction, one vocabulary is learned over all the languages, "
+            "and the target language is told to the model as the source's first token, >>fr<<; none: "
+            "--src-lang to --tgt-lang", metavar="SRC-TGT,...", joined=True)
+    language_token: str = _opt("source", "with --pairs: where the model is told the target language",
+                               ("source",))
     src_lang: str = _opt("en", "source language code", metavar="LANG")
     tgt_lang: str = _opt("de", "target language code", metavar="LANG")
     tokenizer: str = _opt(
@@ -167,6 +175,14 @@ class DataConfig:
         _check_fields(self)
         if not self.train:
             raise ConfigError("train=() names no training data")
+        for pair in self.pairs:
+            if not re.match(r"^([a-z]{2,3})-(?!\1$)[a-z]{2,3}$", pair):
+                raise ConfigError(f"pairs: {pair!r} is not a direction SRC-TGT of two language codes (en-de)")
+        if len(set(self.pairs)) < len(self.pairs):
+            raise ConfigError(f"pairs={','.join(self.pairs)} names a direction twice")
+        if self.train_weights and self.pairs:
+            raise ConfigError("train_weights weigh --train corpora; with --pairs the directions are sampled "
+                              "by --sampling-temperature")
         if self.train_weights and self.sampling_temperature != 1.0:
             raise ConfigError(f"train_weights and sampling_temperature={self.sampling_temperature:g} both "
                               "say how to sample the corpora: give one")

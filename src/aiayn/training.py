@@ -28,7 +28,7 @@ import torch
 
 from aiayn import checkpoint
 from aiayn import config as cfg
-from aiayn.data import binarized, prepared
+from aiayn.data import binarized, multilingual, prepared
 from aiayn.data.batching import TokenizedCorpus, padding_fraction, tokenize
 from aiayn.data.corpora import default_valid, load_corpus
 from aiayn.data.mixing import Mix
@@ -132,6 +132,15 @@ def _fresh(out: Path, preset: str | None, config: str | Path | None,
         raise cfg.ConfigError("under torchrun every rank must use one vocabulary: prepare it first "
                               "(`aiayn prepare --train SPEC --out DATA_DIR`) and pass --data DATA_DIR "
                               "(or --tokenizer)")
+    elif data.pairs:
+        if asked.separate:
+            raise cfg.ConfigError("--pairs learns one vocabulary over all the languages: train with "
+                                  "--vocabulary joint")
+        texts = {}
+        for d in map(multilingual.Direction.parse, data.pairs):
+            corpora = [load_corpus(spec, d.src, d.tgt) for spec in data.train]
+            texts[d] = ([s for c in corpora for s in c.source], [t for c in corpora for t in c.target])
+        tokenizer = multilingual.learn_tokenizer(texts, asked.vocab_size, train_config.seed)
     else:
         corpora = [load_corpus(spec, data.src_lang, data.tgt_lang) for spec in data.train]
         source = [s for corpus in corpora for s in corpus.source]
@@ -214,11 +223,13 @@ def _with_prepared(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_lengths(model: cfg.ModelConfig, data: cfg.DataConfig) -> None:
-    """Learned positions must cover the longest training sequence (--max-len tokens + eos)."""
-    if model.positional == "learned" and model.max_positions < data.max_len + 1:
+    """Learned positions must cover the longest training sequence (--max-len tokens + eos, and the
+    target language's piece with --pairs)."""
+    longest = data.max_len + 1 + bool(data.pairs)
+    if model.positional == "learned" and model.max_positions < longest:
         raise cfg.ConfigError(f"max_positions={model.max_positions} learned positions cannot hold training "
                               f"sequences of max_len={data.max_len} tokens + eos: raise --max-positions to "
-                              f"{data.max_len + 1} or lower --max-len")
+                              f"{longest} or lower --max-len")
 
 
 def _resumed(out: Path, preset: str | None, config: str | Path | None,
@@ -247,10 +258,14 @@ def _resumed(out: Path, preset: str | None, config: str | Path | None,
     return ck.model, ck.tokenizer, ck.data, train_config, state
 
 
-def _tokenized(spec: str, data: cfg.DataConfig, tokenizer: Tokenizer, max_len: int | None
+def _tokenized(spec: str, data: cfg.DataConfig, tokenizer: Tokenizer, max_len: int | None,
+               direction: multilingual.Direction | None = None
                ) -> TokenizedCorpus | binarized.MappedCorpus:
     """The corpus `spec` names, tokenized: read through memory maps when it is a tokenized corpus
     directory, else read and tokenized here."""
+    if binarized.is_corpus_dir(Path(spec)) and direction:
+        raise cfg.ConfigError(f"{spec} is a tokenized corpus of one direction: give --pairs the text it was "
+                              "prepared from")
     if binarized.is_corpus_dir(Path(spec)):
         tokenized = binarized.MappedCorpus(spec, max_len)
         meta = tokenized.meta
@@ -262,8 +277,11 @@ def _tokenized(spec: str, data: cfg.DataConfig, tokenizer: Tokenizer, max_len: i
                             "give the tokenizer it was prepared with (--data DATA_DIR)")
         name = spec
     else:
-        corpus = load_corpus(spec, data.src_lang, data.tgt_lang)
+        src, tgt = (direction.src, direction.tgt) if direction else (data.src_lang, data.tgt_lang)
+        corpus = load_corpus(spec, src, tgt)
         tokenized, name = tokenize(corpus, tokenizer, max_len), corpus.name
+        if direction:
+            tokenized, name = multilingual.told(tokenized, tokenizer, direction), f"{name} {direction}"
     print(tokenized.summary(name))
     return tokenized
 
@@ -272,22 +290,29 @@ def _mix(data: cfg.DataConfig, tokenizer: Tokenizer) -> Mix:
     """The training corpora, tokenized, each with pairs left, and how they mix (reported)."""
     corpora = []
     for spec in data.train:
-        corpus = _tokenized(spec, data, tokenizer, data.max_len)
-        if not len(corpus):
-            raise DataError(f"no training pair left: {corpus.summary(spec)}; check the files and --max-len")
-        corpora.append((spec, corpus))
+        for direction in map(multilingual.Direction.parse, data.pairs) if data.pairs else [None]:
+            corpus = _tokenized(spec, data, tokenizer, data.max_len, direction)
+            name = f"{spec} {direction}" if direction else spec
+            if not len(corpus):
+                raise DataError(f"no training pair left: {corpus.summary(name)}; check the files and "
+                                "--max-len")
+            corpora.append((name, corpus))
     mix = Mix(corpora, data.train_weights, data.sampling_temperature)
     for line in mix.report():
         print(line)
     return mix
 
 
-def _valid(data: cfg.DataConfig, tokenizer: Tokenizer) -> TokenizedCorpus | None:
+def _valid(data: cfg.DataConfig, tokenizer: Tokenizer
+           ) -> TokenizedCorpus | dict[str, TokenizedCorpus] | None:
     spec = data.valid or default_valid(data.train[0])  # the first corpus's: the one the run is for
     if not spec:
         print("no validation set: give --valid SPEC (the forms --train takes) to measure validation "
               "loss and keep the best checkpoint by BLEU")
         return None
+    if data.pairs:  # each direction validated on its own
+        return {pair: _tokenized(spec, data, tokenizer, None, multilingual.Direction.parse(pair))
+                for pair in data.pairs}
     return _tokenized(spec, data, tokenizer, None)
 
 

@@ -163,6 +163,10 @@ def load_translator(path: str | Path, *, engine: str | None = None, device: str 
     if device_.type == "cpu":
         allocator.keep_freed_memory()  # a search's large tensors reuse freed memory (process-wide)
     loaded = load_model(path, device_)
+    if loaded.data.pairs:
+        raise cfg.ConfigError(f"{path} is a multilingual model ({', '.join(loaded.data.pairs)}): this "
+                              "version of aiayn trains and validates such models, and does not translate "
+                              "with them yet")
     model, how, compiled = prepare(loaded.model.eval(), device_, dtype, int8, compile)
     defaults = cfg.build(cfg.DecodeConfig, {"compile": compiled, **options}, "translator options")
 

@@ -33,6 +33,9 @@ def add_config_options(parser: argparse.ArgumentParser, cls: type, title: str,
         if f.type == "bool":
             group.add_argument(flag, dest=f.name, default=None, help=help_text,
                                action=argparse.BooleanOptionalAction)
+        elif f.type == "tuple[str, ...]" and f.metadata.get("joined"):  # items joined by commas
+            group.add_argument(flag, dest=f.name, default=None, help=help_text, type=comma_list,
+                               metavar=f.metadata.get("metavar"))
         elif f.type == "tuple[str, ...]":  # the flag given again adds an item
             group.add_argument(flag, dest=f.name, default=None, help=help_text, action="append",
                                metavar=f.metadata.get("metavar"))
@@ -43,6 +46,11 @@ def add_config_options(parser: argparse.ArgumentParser, cls: type, title: str,
             metavar = None if f.metadata.get("choices") else f.metadata.get("metavar") or f.type.upper()
             group.add_argument(flag, dest=f.name, default=None, help=help_text, metavar=metavar,
                                type=_TYPES[f.type], choices=f.metadata.get("choices"))
+
+
+def comma_list(text: str) -> tuple[str, ...]:
+    """argparse type: items joined by commas (en-de,de-en)."""
+    return tuple(text.split(","))
 
 
 def float_list(text: str) -> tuple[float, ...]:

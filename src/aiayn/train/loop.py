@@ -302,8 +302,11 @@ def limit_reached(config: TrainConfig, step: int, epoch: int, minutes: float) ->
     return None
 
 
+ValidData = TokenizedCorpus | dict[str, TokenizedCorpus] | None  # one set, or one per direction
+
+
 def train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus | Mix,
-          valid_data: TokenizedCorpus | None, data: DataConfig, config: TrainConfig,
+          valid_data: ValidData, data: DataConfig, config: TrainConfig,
           run_dir: str | Path, state: dict[str, Any] | None = None, ranks: Ranks | None = None
           ) -> dict[str, Any]:
     """Train until a limit in `config` is reached, or a Ctrl-C or SIGTERM asks to stop; resume from
@@ -339,10 +342,13 @@ class _Run:
     the step, the data position, the optimiser, the validation scores so far (which pick the best
     checkpoint and may stop the run), and the time trained so far."""
 
-    def __init__(self, model: Transformer, tokenizer: Tokenizer, valid_data: TokenizedCorpus | None,
+    def __init__(self, model: Transformer, tokenizer: Tokenizer, valid_data: ValidData,
                  data: DataConfig, config: TrainConfig, run_dir: Path, ranks: Ranks, device: torch.device,
                  ) -> None:
-        self.model, self.tokenizer, self.valid_data, self.data = model, tokenizer, valid_data, data
+        self.model, self.tokenizer, self.data = model, tokenizer, data
+        # name -> corpus: "" for the one validation set, a direction (en-de) each for a multilingual run
+        self.valid_sets = ({} if valid_data is None else valid_data if isinstance(valid_data, dict)
+                           else {"": valid_data})
         self.config, self.run_dir, self.ranks, self.device = config, run_dir, ranks, device
         model.to(device)
         # A collective call: every rank has read its data and built its model before rank 0 writes.
@@ -358,7 +364,7 @@ class _Run:
 
     def begin(self, state: dict[str, Any] | None) -> None:
         """Start afresh, or where a checkpoint's `state` left off; rank 0 prepares the run directory."""
-        ranks, tokenizer, valid_data = self.ranks, self.tokenizer, self.valid_data
+        ranks, tokenizer = self.ranks, self.tokenizer
         if state is not None:
             self.optimizer.load_state_dict(state["optimizer"])
             self.step, self.position = state["step"], Position(**state["position"])
@@ -370,9 +376,10 @@ class _Run:
             for leftover in checkpoint.clean_leftovers(self.run_dir):
                 tqdm.write(f"removed {leftover}, a checkpoint left half-written by a process that was killed")
             self.log.keep_until(self.step if state is not None else -1)  # a fresh start keeps none
-        self.valid_batches = [] if not (valid_data and ranks.main) else [
-            collate(b, valid_data, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
-            for b in make_batches(*valid_data.lengths(), self.data.batch_tokens, shuffle=False)]
+        self.valid_batches = {} if not ranks.main else {name: [
+            collate(b, corpus, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
+            for b in make_batches(*corpus.lengths(), self.data.batch_tokens, shuffle=False)]
+            for name, corpus in self.valid_sets.items() if len(corpus)}
         self.started = time.perf_counter()
 
     def seconds(self) -> float:
@@ -416,28 +423,38 @@ class _Run:
         """Loss and perplexity on the validation set (rank 0)."""
         if not self.valid_batches:
             return None
-        result = evaluate(self.model, self.valid_batches, self.config.label_smoothing, self.tokenizer.pad_id,
-                          self.device, self.config.precision)
-        self.log.write("valid", step=self.step, **result)
+        c = self.config
+        each = {name: evaluate(self.model, batches, c.label_smoothing, self.tokenizer.pad_id, self.device,
+                               c.precision) for name, batches in self.valid_batches.items()}
+        result = _pooled(each)
+        self.log.write("valid", step=self.step, **result, **_directions(each))
+        each_loss = "".join(f" | {name} {r['loss']:.3f}" for name, r in each.items() if name)
         tqdm.write(f"step {self.step:,} | valid loss {result['loss']:.3f} | nll {result['nll']:.3f} "
-                   f"| ppl {result['ppl']:.2f}" + self.scored("loss", result["loss"]))
+                   f"| ppl {result['ppl']:.2f}{each_loss}" + self.scored("loss", result["loss"]))
         return result
 
     def validate_bleu(self) -> float | None:
         """sacreBLEU and chrF of the validation set with beam search (rank 0); -> the BLEU."""
-        if not (self.valid_data and self.ranks.main):
+        if not (self.valid_batches and self.ranks.main):
             return None
         decode = DecodeConfig(beam_size=self.config.bleu_beam)
-        translations = translate_ids(self.model, self.tokenizer, self.valid_data.source, decode, False)
-        references = [self.tokenizer.decode(t) for t in self.valid_data.target]
-        scores = sacrebleu_score([t[0].text for t in translations], references,
-                                 tokenizer_for(self.data.tgt_lang))
-        self.best_bleu = max(self.best_bleu, scores.bleu)
-        self.log.write("bleu", step=self.step, bleu=scores.bleu, chrf=scores.chrf, best_bleu=self.best_bleu)
-        noted = self.scored("bleu", scores.bleu) + self.scored("chrf", scores.chrf)
-        tqdm.write(f"step {self.step:,} | valid BLEU {scores.bleu:.2f}, chrF {scores.chrf:.2f} (beam "
-                   f"{self.config.bleu_beam}){noted}")
-        return scores.bleu
+        each = {}
+        for name in self.valid_batches:
+            corpus = self.valid_sets[name]
+            translations = translate_ids(self.model, self.tokenizer, list(corpus.source), decode, False)
+            references = [self.tokenizer.decode(t) for t in corpus.target]
+            target = name.partition("-")[2] or self.data.tgt_lang
+            scores = sacrebleu_score([t[0].text for t in translations], references, tokenizer_for(target))
+            each[name] = {"bleu": scores.bleu, "chrf": scores.chrf}
+        bleu, chrf = (sum(r[m] for r in each.values()) / len(each) for m in ("bleu", "chrf"))  # the mean
+        self.best_bleu = max(self.best_bleu, bleu)
+        self.log.write("bleu", step=self.step, bleu=bleu, chrf=chrf, best_bleu=self.best_bleu,
+                       **_directions(each))
+        noted = self.scored("bleu", bleu) + self.scored("chrf", chrf)
+        each_bleu = "".join(f" | {name} {r['bleu']:.2f}" for name, r in each.items() if name)
+        tqdm.write(f"step {self.step:,} | valid BLEU {bleu:.2f}, chrF {chrf:.2f} (beam "
+                   f"{self.config.bleu_beam}){each_bleu}{noted}")
+        return bleu
 
     def scored(self, metric: str, value: float) -> str:
         """A validation score into the run's history; when it is the stop metric's best so far, the
@@ -457,8 +474,20 @@ class _Run:
         return stop_reason(self.scores[self.rule.metric], self.rule)
 
 
+def _pooled(each: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The validation of several sets as one: loss and NLL per token over all their tokens."""
+    tokens = sum(r["tokens"] for r in each.values())
+    loss, nll = (sum(r[m] * r["tokens"] for r in each.values()) / tokens for m in ("loss", "nll"))
+    return {"loss": loss, "nll": nll, "ppl": math.exp(min(nll, 50.0)), "tokens": tokens}
+
+
+def _directions(each: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """What a metrics record adds for several validation sets: each one's figures."""
+    return {"directions": each} if len(each) > 1 or "" not in each else {}
+
+
 def _train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus | Mix,
-           valid_data: TokenizedCorpus | None, data: DataConfig, config: TrainConfig, run_dir: Path,
+           valid_data: ValidData, data: DataConfig, config: TrainConfig, run_dir: Path,
            state: dict[str, Any] | None, ranks: Ranks, device: torch.device) -> dict[str, Any]:
     run = _Run(model, tokenizer, valid_data, data, config, run_dir, ranks, device)
     run.begin(state)

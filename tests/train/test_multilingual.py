@@ -1,0 +1,94 @@
+"""One model, several directions (`aiayn train --pairs`): one vocabulary with a piece per language,
+the target language's piece before every source sentence, the directions sampled by temperature
+and validated one by one."""
+
+import json
+
+import pytest
+
+from aiayn import checkpoint
+from aiayn.cli import main
+from aiayn.data import multi30k
+from aiayn.data.batching import TokenizedCorpus
+from aiayn.data.multilingual import Direction, told
+from aiayn.data.readers import DataError
+from aiayn.tokenizer import Tokenizer
+
+TINY = ["--preset", "tiny", "--vocab-size", "700", "--batch-tokens", "1024", "--warmup-steps", "20",
+        "--save-every", "0", "--threads", "1"]
+
+
+@pytest.fixture
+def small_valid(data_dir, tmp_path):
+    """The first 20 captions of Multi30k val in en, de and cs: PREFIX.en, PREFIX.de, PREFIX.cs."""
+    prefix = tmp_path / "valid"
+    for lang in ("en", "de", "cs"):
+        lines = multi30k.load("val", lang, "en").source[:20]
+        prefix.with_suffix(f".{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return str(prefix)
+
+
+def records(run, kind):
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["kind"] == kind]
+
+
+def test_a_multilingual_run_learns_one_vocabulary_and_validates_each_direction(small_valid, tmp_path,
+                                                                                capsys):
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--train", "multi30k:val", "--valid", small_valid, "--pairs",
+                 "en-de,de-en,en-cs", "--sampling-temperature", "5", "--max-steps", "4", "--valid-every", "4",
+                 "--bleu-every", "4", "--bleu-beam", "1", "--out", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "mixing 3 corpora: 3,042 pairs an epoch (sampling temperature 5)" in out
+    assert "multi30k:val en-cs: 1,014 pairs" in out
+    ck = checkpoint.load(checkpoint.resolve(run))
+    assert ck.data.pairs == ("en-de", "de-en", "en-cs")
+    assert ck.tokenizer.languages() == ["cs", "de", "en"]  # one piece per language, >>xx<<
+    valid, bleu = records(run, "valid")[-1], records(run, "bleu")[-1]
+    assert set(valid["directions"]) == set(bleu["directions"]) == {"en-de", "de-en", "en-cs"}
+    tokens = sum(d["tokens"] for d in valid["directions"].values())
+    assert valid["tokens"] == tokens  # the pooled loss is over every direction's tokens
+    pooled = sum(d["loss"] * d["tokens"] for d in valid["directions"].values()) / tokens
+    assert valid["loss"] == pytest.approx(pooled)
+    assert bleu["bleu"] == pytest.approx(sum(d["bleu"] for d in bleu["directions"].values()) / 3)
+
+
+def test_each_source_sentence_starts_with_its_target_languages_piece():
+    tokenizer = Tokenizer.learn_languages({"en": ["a dog runs"] * 20, "de": ["ein hund rennt"] * 20}, 300)
+    corpus = TokenizedCorpus(tokenizer.encode(["a dog", "a cat"]), tokenizer.encode(["ein hund", "eine"]))
+    into_german = told(corpus, tokenizer, Direction("en", "de"))
+    de = tokenizer.language_id("de")
+    assert [s[0] for s in into_german.source] == [de, de] and into_german.target == corpus.target
+    assert [s[1:] for s in into_german.source] == corpus.source
+    with pytest.raises(DataError, match="no piece >>fr<< to ask for en-fr"):
+        told(corpus, tokenizer, Direction("en", "fr"))
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--pairs", "en-en"], "'en-en' is not a direction SRC-TGT"),
+    (["--pairs", "en-de,en-de"], "names a direction twice"),
+    (["--pairs", "en-de,de-en", "--vocabulary", "separate", "--no-share-embeddings"],
+     "--pairs learns one vocabulary over all the languages"),
+    (["--pairs", "en-de", "--train", "multi30k:val", "--train", "multi30k:val", "--train-weights", "1,1"],
+     "with --pairs the directions are sampled by --sampling-temperature"),
+])
+def test_a_multilingual_option_that_cannot_work_is_a_one_line_error(data_dir, tmp_path, capsys, flags,
+                                                                    message):
+    out = tmp_path / "run"
+    assert main(["train", *TINY, *flags, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+
+
+def test_translating_with_a_multilingual_model_is_refused_in_one_line_not_done_wrong(small_valid, tmp_path,
+                                                                                   capsys):
+    """Until a translator asks for a direction, it must not translate without the target's piece."""
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs",
+                 "--max-steps", "1", "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["translate", str(run), "A dog runs."]) == 2
+    err = capsys.readouterr().err
+    assert "is a multilingual model (en-de, en-cs)" in err and len(err.strip().splitlines()) == 1
