@@ -17,6 +17,7 @@ translation only through this module.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 import sys
@@ -128,9 +129,12 @@ def prepare(model: Transformer, device: torch.device, dtype: str = "float32", in
 
 def load_translator(path: str | Path, *, engine: str | None = None, device: str = "auto",
                     dtype: str = "float32", int8: bool = False, compile: bool | None = None,
-                    threads: int | None = None, compute_type: str = "default",
-                    **options: Any) -> Translator:
+                    threads: int | None = None, compute_type: str = "default", src_lang: str | None = None,
+                    tgt_lang: str | None = None, **options: Any) -> Translator:
     """A Translator for the model at `path` (see `model_format`).
+
+    src_lang, tgt_lang: the direction, for a multilingual model (default: the first it was trained
+    on; `Translator.towards` gives the others, sharing the model); a bilingual model has its own.
 
     engine: "pytorch" or "ctranslate2" (default: ctranslate2 for a CTranslate2 export, else pytorch).
     device: auto (CUDA when present), cpu, cuda or cuda:N. threads: CPU threads (process-wide).
@@ -163,18 +167,34 @@ def load_translator(path: str | Path, *, engine: str | None = None, device: str 
     if device_.type == "cpu":
         allocator.keep_freed_memory()  # a search's large tensors reuse freed memory (process-wide)
     loaded = load_model(path, device_)
-    if loaded.data.pairs:
-        raise cfg.ConfigError(f"{path} is a multilingual model ({', '.join(loaded.data.pairs)}): this "
-                              "version of aiayn trains and validates such models, and does not translate "
-                              "with them yet")
+    src_lang, tgt_lang, prefix = direction(loaded, src_lang, tgt_lang)
     model, how, compiled = prepare(loaded.model.eval(), device_, dtype, int8, compile)
     defaults = cfg.build(cfg.DecodeConfig, {"compile": compiled, **options}, "translator options")
 
     def run(ids: list[list[int]], config: cfg.DecodeConfig, progress: bool) -> list[list[Translation]]:
         return translate_ids(model, loaded.tokenizer, ids, config, progress)
 
-    return Translator(run, defaults, model, loaded.tokenizer, loaded.src_lang, loaded.tgt_lang,
-                      f"pytorch {how} {on}", max_source_len(loaded))
+    return Translator(run, defaults, model, loaded.tokenizer, src_lang, tgt_lang, f"pytorch {how} {on}",
+                      max_source_len(loaded), prefix, loaded.data.pairs)
+
+
+def direction(loaded: LoadedModel, src_lang: str | None, tgt_lang: str | None
+              ) -> tuple[str, str, tuple[int, ...]]:
+    """(source, target, source prefix) of the direction asked for: a multilingual model's (default:
+    its first) with the target language's piece as the prefix; a bilingual model's own."""
+    pairs = loaded.data.pairs
+    if not pairs:
+        asked = (src_lang or loaded.src_lang, tgt_lang or loaded.tgt_lang)
+        if all((loaded.src_lang, loaded.tgt_lang)) and asked != (loaded.src_lang, loaded.tgt_lang):
+            raise cfg.ConfigError(f"{loaded.path} translates {loaded.src_lang}->{loaded.tgt_lang}, not "
+                                  f"{asked[0]}->{asked[1]}")
+        return *asked, ()
+    first_src, first_tgt = pairs[0].split("-")
+    pair = f"{src_lang or first_src}-{tgt_lang or first_tgt}"
+    if pair not in pairs:
+        raise cfg.ConfigError(f"{loaded.path} has no direction {pair}; it has {', '.join(pairs)}")
+    src, tgt = pair.split("-")
+    return src, tgt, (loaded.tokenizer.language_id(tgt),)
 
 
 def max_source_len(loaded: LoadedModel) -> int:
@@ -262,11 +282,25 @@ class Translator:
 
     def __init__(self, engine: Engine, defaults: cfg.DecodeConfig, model: Transformer | None,
                  tokenizer: Tokenizer, src_lang: str, tgt_lang: str, description: str,
-                 max_source_len: int = cfg.DataConfig().max_len) -> None:
+                 max_source_len: int = cfg.DataConfig().max_len, source_prefix: tuple[int, ...] = (),
+                 pairs: tuple[str, ...] = ()) -> None:
         self._engine, self.defaults, self.model, self.tokenizer = engine, defaults, model, tokenizer
         self.src_lang, self.tgt_lang, self.description = src_lang, tgt_lang, description
         self.max_source_len = max_source_len  # source tokens of the longest sentence the model takes
+        self.source_prefix = source_prefix  # ids before every sentence: a multilingual model's >>xx<<
+        self.pairs = pairs  # a multilingual model's directions (SRC-TGT), else none
         self._configs: dict[tuple[Any, ...], cfg.DecodeConfig] = {}  # `config`'s, by defaults and options
+
+    def towards(self, src_lang: str, tgt_lang: str) -> Translator:
+        """This multilingual model's translator for another of its directions (the same model)."""
+        pair = f"{src_lang}-{tgt_lang}"
+        if pair not in self.pairs:
+            have = ", ".join(self.pairs) or f"only {self.src_lang}-{self.tgt_lang}"
+            raise cfg.ConfigError(f"the model has no direction {pair}; it has {have}")
+        other = copy.copy(self)
+        other.src_lang, other.tgt_lang = src_lang, tgt_lang
+        other.source_prefix, other._configs = (self.tokenizer.language_id(tgt_lang),), {}
+        return other
 
     @property
     def compiled_steps(self) -> int:
@@ -313,7 +347,7 @@ class Translator:
         """Each text as `translate` cuts it into sentences (options: split, max_source_len), with their
         source ids: a caller that needs them first (to check its limits, say) passes them back."""
         config = self.config(**options)
-        limit = config.max_source_len or self.max_source_len
+        limit = (config.max_source_len or self.max_source_len) - len(self.source_prefix)
         layouts: list[Layout] = [
             markup.Document.parse(text, self.src_lang, config.split) if config.format == "html"
             else segment.split(text, self.src_lang, config.split) for text in texts]
@@ -345,7 +379,9 @@ class Translator:
                ) -> list[list[Translation]]:
         """The n-best list of each sentence, given as its source ids (without eos), best first. A
         sentence's list does not depend on the others searched with it (decoding/translator.py)."""
-        return self._engine(list(ids), self.config(**options), progress)
+        prefix = list(self.source_prefix)
+        ids = [prefix + s for s in ids] if prefix else list(ids)
+        return self._engine(ids, self.config(**options), progress)
 
     def assemble(self, segments: Segments, nbests: Sequence[list[Translation]], attention: bool = False
                  ) -> Translation:
@@ -359,7 +395,8 @@ class Translator:
         for sentence, (best, *others) in zip(segments.layout.sentences, nbests, strict=True):
             best = dataclasses.replace(best, alternatives=others)
             if attention:
-                best.attention = attention_view(self.model, self.tokenizer, sentence, best)
+                best.attention = attention_view(self.model, self.tokenizer, sentence, best,
+                                                self.source_prefix)
             sentences.append(best)
         return whole_text(sentences, lambda hyps: self._join(segments.layout, hyps))
 
@@ -372,8 +409,9 @@ class Translator:
         """How a span of `sentence` (an HTML tag's words) is carried onto its translation: by the
         words aligned to it in the PyTorch model's cross-attention, else by its place in the sentence."""
         if self.model is not None and translation.tokens:
-            view = translation.attention or attention_view(self.model, self.tokenizer, sentence, translation)
-            source = blocks.token_spans(view.source[:-1], sentence)
+            view = translation.attention or attention_view(self.model, self.tokenizer, sentence, translation,
+                                                           self.source_prefix)
+            source = blocks.token_spans(view.source[view.prefix:-1], sentence)
             target = blocks.token_spans(view.target_out[:-1], translation.text)
             if source is not None and target is not None:
                 return blocks.aligned(source, target, alignment(view), translation.text)
@@ -432,6 +470,7 @@ class AttentionView:
     target_out: list[str]  # what each decoder position predicts: the pieces, then </s>
     # Per layer: "encoder" (H, S, S), "decoder" (H, T, T), "cross" (H, T, S).
     maps: dict[str, list[torch.Tensor]]
+    prefix: int = 0  # source pieces before the sentence's: a multilingual model's >>xx<<
 
     def labels(self, kind: str) -> tuple[list[str], list[str]]:
         """(query labels, key labels) of one kind of attention."""
@@ -440,20 +479,21 @@ class AttentionView:
 
 
 def alignment(view: AttentionView) -> list[int]:
-    """For each target token, the source token (not </s>) it attends to most: cross-attention
-    averaged over layers and heads, at the decoder position that predicts the token."""
+    """For each target token, the sentence's source token (not </s>, nor a prefix; counted from the
+    sentence's first) it attends to most: cross-attention averaged over layers and heads, at the
+    decoder position that predicts the token."""
     cross = torch.stack(view.maps["cross"]).mean(dim=(0, 1))  # (T, S): T = <s> + tokens, S = pieces + </s>
-    return cross[: len(view.target_out) - 1, : len(view.source) - 1].argmax(dim=-1).tolist()
+    return cross[: len(view.target_out) - 1, view.prefix: len(view.source) - 1].argmax(dim=-1).tolist()
 
 
 @torch.no_grad()
-def attention_view(model: Transformer, tokenizer: Tokenizer, sentence: str, translation: Translation
-                   ) -> AttentionView:
+def attention_view(model: Transformer, tokenizer: Tokenizer, sentence: str, translation: Translation,
+                   prefix: tuple[int, ...] = ()) -> AttentionView:
     """Every layer's and head's attention weights for `translation` of `sentence`: the translation run
     once more through the model with teacher forcing (`Transformer.attention_maps`; the cached
     step-by-step decoder computes the same weights)."""
     c = model.config
-    src_ids = tokenizer.encode([sentence])[0] + [c.eos_id]
+    src_ids = [*prefix, *tokenizer.encode([sentence])[0], c.eos_id]
     tgt_in = [c.bos_id] + translation.tokens
     device = next(model.parameters()).device
     src, tgt = torch.tensor([src_ids], device=device), torch.tensor([tgt_in], device=device)
@@ -461,4 +501,5 @@ def attention_view(model: Transformer, tokenizer: Tokenizer, sentence: str, tran
     kinds = {"encoder": maps.encoder, "decoder": maps.decoder, "cross": maps.cross}
     return AttentionView(sentence, translation.text, tokenizer.pieces(src_ids, "source"),
                          tokenizer.pieces(tgt_in), tokenizer.pieces(translation.tokens + [c.eos_id]),
-                         {kind: [w[0].float().cpu() for w in weights] for kind, weights in kinds.items()})
+                         {kind: [w[0].float().cpu() for w in weights] for kind, weights in kinds.items()},
+                         len(prefix))

@@ -8,11 +8,13 @@ import pytest
 
 from aiayn import checkpoint
 from aiayn.cli import main
+from aiayn.config import ConfigError
 from aiayn.data import multi30k
 from aiayn.data.batching import TokenizedCorpus
 from aiayn.data.multilingual import Direction, told
 from aiayn.data.readers import DataError
 from aiayn.tokenizer import Tokenizer
+from aiayn.translation import load_translator
 
 TINY = ["--preset", "tiny", "--vocab-size", "700", "--batch-tokens", "1024", "--warmup-steps", "20",
         "--save-every", "0", "--threads", "1"]
@@ -82,13 +84,29 @@ def test_a_multilingual_option_that_cannot_work_is_a_one_line_error(data_dir, tm
     assert not out.exists()
 
 
-def test_translating_with_a_multilingual_model_is_refused_in_one_line_not_done_wrong(small_valid, tmp_path,
-                                                                                   capsys):
-    """Until a translator asks for a direction, it must not translate without the target's piece."""
+def test_a_multilingual_model_translates_the_direction_asked_with_its_piece_first(small_valid, tmp_path,
+                                                                                  capsys):
+    """The direction's piece reaches the encoder before every sentence; another direction of the
+    same model puts its own; a direction it lacks is a one-line error naming those it has."""
     run = tmp_path / "run"
     assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs",
                  "--max-steps", "1", "--out", str(run)]) == 0
+    translator = load_translator(run, device="cpu", beam_size=1, max_output_len=3)
+    assert (translator.src_lang, translator.tgt_lang, translator.pairs) == ("en", "de", ("en-de", "en-cs"))
+    seen = []
+    encode = translator.model.encode
+    translator.model.encode = lambda src, *a, **k: seen.append(src[:, 0].tolist()) or encode(src, *a, **k)
+    translator.translate(["A dog runs.", "Two cats sleep."])
+    czech = translator.towards("en", "cs")
+    czech.translate(["A dog runs."])
+    tokenizer = translator.tokenizer
+    assert seen == [[tokenizer.language_id("de")] * 2, [tokenizer.language_id("cs")]]
+    view = czech.translate(["A dog runs."], attention=True)[0].attention
+    assert view.prefix == 1 and view.source[0] == ">>cs<<" and view.source[1:-1] == tokenizer.pieces(
+        tokenizer.encode(["A dog runs."])[0], "source")
+    with pytest.raises(ConfigError, match="has no direction en-fr; it has en-de, en-cs"):
+        translator.towards("en", "fr")
     capsys.readouterr()
-    assert main(["translate", str(run), "A dog runs."]) == 2
-    err = capsys.readouterr().err
-    assert "is a multilingual model (en-de, en-cs)" in err and len(err.strip().splitlines()) == 1
+    assert main(["translate", str(run), "--tgt-lang", "fr", "A dog runs."]) == 2
+    assert "has no direction en-fr; it has en-de, en-cs" in capsys.readouterr().err
+    assert main(["translate", str(run), "--tgt-lang", "cs", "--beam-size", "1", "A dog runs."]) == 0

@@ -150,4 +150,5 @@ def translator_for(args: argparse.Namespace):
     options = given(args, cfg.DecodeConfig)
     return load_translator(args.checkpoint, engine=args.engine, device=args.device, dtype=args.dtype,
                            int8=args.int8, compile=options.pop("compile", None), threads=args.threads,
-                           compute_type=args.compute_type, **options)
+                           compute_type=args.compute_type, src_lang=getattr(args, "src_lang", None),
+                           tgt_lang=getattr(args, "tgt_lang", None), **options)

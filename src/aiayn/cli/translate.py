@@ -36,6 +36,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--output", "-o", metavar="FILE",
                    help="where to write translations (default: standard output; for a .docx input, "
                         "INPUT-STEM.TARGET.docx beside it)")
+    p.add_argument("--src-lang", metavar="LANG", help="a multilingual model's direction: from this "
+                                                      "language (default: its first direction's)")
+    p.add_argument("--tgt-lang", metavar="LANG", help="... into this one (default: its first direction's)")
     add_inference_options(p)
 
 
