@@ -291,6 +291,11 @@ class Translator:
         self.pairs = pairs  # a multilingual model's directions (SRC-TGT), else none
         self._configs: dict[tuple[Any, ...], cfg.DecodeConfig] = {}  # `config`'s, by defaults and options
 
+    def directions(self) -> list[Translator]:
+        """A translator for each direction of a multilingual model (all on its one model); a
+        bilingual model's is this one."""
+        return [self.towards(*pair.split("-")) for pair in self.pairs] if self.pairs else [self]
+
     def towards(self, src_lang: str, tgt_lang: str) -> Translator:
         """This multilingual model's translator for another of its directions (the same model)."""
         pair = f"{src_lang}-{tgt_lang}"

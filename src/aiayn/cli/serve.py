@@ -66,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
         workers = workers_for(config, device, threads, compiled=True)
         searcher, translators = load(workers)
     for path, t in zip(args.models, translators, strict=True):
-        print(f"loaded {path}: {t.src_lang}->{t.tgt_lang}, {t.description}", flush=True)
+        pairs = ", ".join(t.pairs) if t.pairs else f"{t.src_lang}->{t.tgt_lang}"
+        print(f"loaded {path}: {pairs}, {t.description}", flush=True)
     try:
         app = create_app(translators, config, [k.strip() for k in keys], searcher)
     except ValueError as e:

@@ -252,8 +252,10 @@ def at_most(field: str, value: int, most: int) -> None:
 
 
 def by_pair(translators: Iterable[Translator]) -> dict[tuple[str, str], Translator]:
+    """The translator of each language pair; a multilingual model answers each of its directions
+    (`Translator.directions`: one model in memory)."""
     models: dict[tuple[str, str], Translator] = {}
-    for t in translators:
+    for t in (d for translator in translators for d in translator.directions()):
         pair = (t.src_lang, t.tgt_lang)
         if not all(pair):
             raise ValueError(f"a model without its languages ({t.description}): serve models that name "
