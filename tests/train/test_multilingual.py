@@ -110,3 +110,20 @@ def test_a_multilingual_model_translates_the_direction_asked_with_its_piece_firs
     assert main(["translate", str(run), "--tgt-lang", "fr", "A dog runs."]) == 2
     assert "has no direction en-fr; it has en-de, en-cs" in capsys.readouterr().err
     assert main(["translate", str(run), "--tgt-lang", "cs", "--beam-size", "1", "A dog runs."]) == 0
+
+
+def test_evaluate_scores_every_direction_of_a_multilingual_model_or_the_one_asked(small_valid, tmp_path,
+                                                                                 capsys):
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs",
+                 "--max-steps", "1", "--out", str(run)]) == 0
+    scores, output = tmp_path / "scores.json", tmp_path / "hyp"
+    assert main(["evaluate", str(run), "--test", small_valid, "--beam-size", "1", "--max-output-len", "3",
+                 "--scores", str(scores), "--output", str(output)]) == 0
+    record = json.loads(scores.read_text())
+    assert set(record["directions"]) == {"en-de", "en-cs"}
+    assert record["bleu"] == pytest.approx(sum(d["bleu"] for d in record["directions"].values()) / 2)
+    assert all(output.with_suffix(f".{pair}").is_file() for pair in ("en-de", "en-cs"))
+    assert main(["evaluate", str(run), "--test", small_valid, "--tgt-lang", "cs", "--beam-size", "1",
+                 "--max-output-len", "3", "--scores", str(scores)]) == 0
+    assert json.loads(scores.read_text())["languages"] == "en-cs"

@@ -23,10 +23,13 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("checkpoint", nargs="?", help="checkpoint or run directory (not with --hypotheses)")
     p.add_argument("--test", default="multi30k:test_2016_flickr", metavar="SPEC",
                    help="test set, in the forms --train takes (default: multi30k:test_2016_flickr)")
-    p.add_argument("--src-lang", metavar="LANG", help="source language (default: the model's)")
+    p.add_argument("--src-lang", metavar="LANG", help="source language (default: the model's; a "
+                                                      "multilingual model's: every direction it has)")
     p.add_argument("--tgt-lang", metavar="LANG", help="target language (default: the model's)")
-    p.add_argument("--output", "-o", metavar="FILE", help="write the translations here, one per line")
-    p.add_argument("--scores", metavar="FILE", help="also write the scores and settings as JSON here")
+    p.add_argument("--output", "-o", metavar="FILE", help="write the translations here, one per line "
+                                                          "(FILE.SRC-TGT for each of several directions)")
+    p.add_argument("--scores", metavar="FILE", help="also write the scores and settings as JSON here (and "
+                                                    "each direction's under \"directions\")")
     p.add_argument("--hypotheses", metavar="FILE",
                    help="score this file of translations instead of translating")
     p.add_argument("--tokenize", choices=("auto", *evaluate.TOKENIZERS), default="auto",
@@ -46,33 +49,56 @@ def run(args: argparse.Namespace) -> int:
         tgt_lang = args.tgt_lang or "de"
         tokenize = _tokenizer(args.tokenize, tgt_lang)
         corpus = load_corpus(args.test, args.src_lang or "en", tgt_lang)
-        hypotheses, settings = read_lines(args.hypotheses), {"hypotheses": args.hypotheses}
+        record = _scored(read_lines(args.hypotheses), corpus, tokenize, {"hypotheses": args.hypotheses})
     elif args.checkpoint:
         translator = translator_for(args)
-        decode, where = translator.defaults, translator.description
-        src_lang, tgt_lang = args.src_lang or translator.src_lang, args.tgt_lang or translator.tgt_lang
-        tokenize = _tokenizer(args.tokenize, tgt_lang)  # before minutes of translating
-        corpus = load_corpus(args.test, src_lang, tgt_lang)
-        start = time.perf_counter()
-        hypotheses = [t.text for t in translator.translate(corpus.source, progress=True)]
-        seconds = time.perf_counter() - start
-        settings = {"checkpoint": args.checkpoint, "languages": f"{src_lang}-{tgt_lang}", "device": where,
-                    "seconds": round(seconds, 2), **vars(decode)}
-        print(f"{corpus.name} {src_lang}->{tgt_lang}: {len(corpus):,} sentences in {seconds:.1f} s "
-              f"({len(corpus) / seconds:.0f} sentences/s) on {where}; beam {decode.beam_size}, "
-              f"length penalty {decode.length_penalty} ({decode.penalty_form})")
-        if args.output:
-            Path(args.output).write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+        every = translator.pairs and not (args.src_lang or args.tgt_lang)  # a multilingual model's all
+        translators = translator.directions() if every else [translator]
+        several = len(translators) > 1
+        records = {f"{t.src_lang}-{t.tgt_lang}": _evaluated(t, args, several) for t in translators}
+        record = _mean(args.test, records) if several else next(iter(records.values()))
     else:
         raise DataError("give a checkpoint to translate with, or --hypotheses to score")
+    if args.scores:
+        Path(args.scores).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def _evaluated(translator, args: argparse.Namespace, several: bool) -> dict:
+    """Translate the test set in the translator's direction and score it (printed); -> the record.
+    With `several` directions, --output FILE is written as FILE.SRC-TGT, one per direction."""
+    decode, where = translator.defaults, translator.description
+    src_lang, tgt_lang = args.src_lang or translator.src_lang, args.tgt_lang or translator.tgt_lang
+    tokenize = _tokenizer(args.tokenize, tgt_lang)  # before minutes of translating
+    corpus = load_corpus(args.test, src_lang, tgt_lang)
+    start = time.perf_counter()
+    hypotheses = [t.text for t in translator.translate(corpus.source, progress=True)]
+    seconds = time.perf_counter() - start
+    settings = {"checkpoint": args.checkpoint, "languages": f"{src_lang}-{tgt_lang}", "device": where,
+                "seconds": round(seconds, 2), **vars(decode)}
+    print(f"{corpus.name} {src_lang}->{tgt_lang}: {len(corpus):,} sentences in {seconds:.1f} s "
+          f"({len(corpus) / seconds:.0f} sentences/s) on {where}; beam {decode.beam_size}, "
+          f"length penalty {decode.length_penalty} ({decode.penalty_form})")
+    if args.output:
+        output = f"{args.output}.{src_lang}-{tgt_lang}" if several else args.output
+        Path(output).write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+    return _scored(hypotheses, corpus, tokenize, settings)
+
+
+def _mean(test: str, records: dict[str, dict]) -> dict:
+    """The record of several directions: BLEU and chrF averaged over them (printed), and each one's."""
+    bleu, chrf = (sum(r[m] for r in records.values()) / len(records) for m in ("bleu", "chrf"))
+    print(f"mean over {len(records)} directions: BLEU {bleu:.2f}, chrF {chrf:.2f}")
+    return {"test": test, "bleu": bleu, "chrf": chrf, "directions": records}
+
+
+def _scored(hypotheses: list[str], corpus, tokenize: str, settings: dict) -> dict:
+    """The scores of `hypotheses` against `corpus`'s references (printed), with `settings`."""
     if len(hypotheses) != len(corpus):
         raise DataError(f"{len(hypotheses)} hypotheses for the {len(corpus)} sentences of {corpus.name}")
     scores = evaluate.score(hypotheses, corpus.target, tokenize)
     print("\n".join(scores.lines()))
-    if args.scores:
-        record = {"test": corpus.name, **vars(scores), **settings}
-        Path(args.scores).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    return 0
+    return {"test": corpus.name, **vars(scores), **settings}
 
 
 def _tokenizer(choice: str, tgt_lang: str) -> str:
