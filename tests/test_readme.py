@@ -40,7 +40,7 @@ def test_no_readme_command_writes_into_tracked_files(command):
 
 def test_the_scripts_tell_the_user_how_to_reach_the_data_from_their_shell():
     """Problem 9: after the quickstart, `--train multi30k` failed in the user's own shell."""
-    for script in ("quickstart.sh", "multi30k.sh"):
+    for script in ("quickstart.sh", "multi30k.sh", "multi30k-multilingual.sh"):
         text = (ROOT / "scripts" / script).read_text()
         assert 'echo "  export AIAYN_DATA_DIR=$AIAYN_DATA_DIR' in text and ". .venv/bin/activate" in text
 

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Reproduce the README's multilingual Multi30k row from nothing: set up .venv, train
+# recipes/multi30k-multilingual.toml (one model, 6 directions) on the CPU, average the last 5
+# checkpoints, and score every direction on test_2016_flickr with sacreBLEU.
+#
+#   bash scripts/multi30k-multilingual.sh             # more options go to `aiayn train`
+#
+# Writes runs/multi30k-multilingual/: checkpoints, metrics.jsonl, averaged/, hypotheses
+# (test_2016_flickr.SRC-TGT), scores test_2016_flickr.json (each direction under "directions").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+run=runs/multi30k-multilingual
+
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+. .venv/bin/activate
+pip install --quiet torch==2.13.0        # the CPU wheel; install it before the project
+pip install --quiet -e .
+if [ -z "${AIAYN_DATA_DIR:-}" ] && [ -d ../shared/data/multi30k ]; then
+    export AIAYN_DATA_DIR="$(cd ../shared/data && pwd)"
+fi
+
+start=$SECONDS
+aiayn train --config recipes/multi30k-multilingual.toml --out "$run" "$@"
+echo "training took $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s (wall time, data and tokenizer included)"
+aiayn average "$run" --last 5 --out "$run/averaged"
+aiayn evaluate "$run/averaged" --test multi30k:test_2016_flickr --output "$run/test_2016_flickr" \
+    --scores "$run/test_2016_flickr.json"
+
+echo
+echo "model: $run/averaged, one model for $(python -c "import json; print(', '.join(json.load(open('$run/averaged/config.json'))['data']['pairs']))")."
+echo "To use aiayn from your shell:"
+echo "  . .venv/bin/activate"
+if [ -n "${AIAYN_DATA_DIR:-}" ]; then
+    echo "  export AIAYN_DATA_DIR=$AIAYN_DATA_DIR     # where Multi30k is"
+fi
+echo "  aiayn translate $run/averaged --src-lang en --tgt-lang cs \"A dog runs on the beach.\""
