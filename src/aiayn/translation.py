@@ -161,9 +161,13 @@ def load_translator(path: str | Path, *, engine: str | None = None, device: str 
 
         ct2 = CTranslate2Translator(path, device_.type, threads_, compute_type)
         defaults = cfg.build(cfg.DecodeConfig, {"penalty_form": "plain", **options}, "translator options")
-        return Translator(lambda ids, config, progress: ct2.translate(ids, config), defaults, None,
-                          ct2.tokenizer, *ct2.languages, f"ctranslate2 {compute_type} {on}",
-                          ct2.max_source_len)
+        translator = Translator(lambda ids, config, progress: ct2.translate(ids, config), defaults, None,
+                                ct2.tokenizer, *ct2.languages, f"ctranslate2 {compute_type} {on}",
+                                ct2.max_source_len, pairs=ct2.pairs)
+        if not ct2.pairs:
+            return translator
+        first_src, first_tgt = ct2.pairs[0].split("-")
+        return translator.towards(src_lang or first_src, tgt_lang or first_tgt)
     if device_.type == "cpu":
         allocator.keep_freed_memory()  # a search's large tensors reuse freed memory (process-wide)
     loaded = load_model(path, device_)

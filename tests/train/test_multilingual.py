@@ -127,3 +127,21 @@ def test_evaluate_scores_every_direction_of_a_multilingual_model_or_the_one_aske
     assert main(["evaluate", str(run), "--test", small_valid, "--tgt-lang", "cs", "--beam-size", "1",
                  "--max-output-len", "3", "--scores", str(scores)]) == 0
     assert json.loads(scores.read_text())["languages"] == "en-cs"
+
+
+def test_a_ctranslate2_export_translates_each_direction_as_aiayn_does(small_valid, tmp_path, capsys):
+    pytest.importorskip("ctranslate2")
+    run, ct2 = tmp_path / "run", tmp_path / "ct2"
+    assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs",
+                 "--max-steps", "3", "--out", str(run)]) == 0
+    assert main(["export", "ctranslate2", str(run), str(ct2)]) == 0
+    sources = multi30k.load("val", "en", "de").source[:20]
+    for tgt in ("de", "cs"):
+        ours = load_translator(run, device="cpu", tgt_lang=tgt, beam_size=1, max_output_len=6)
+        theirs = load_translator(ct2, tgt_lang=tgt, beam_size=1, max_output_len=6, compute_type="float32")
+        assert theirs.pairs == ("en-de", "en-cs") and theirs.tgt_lang == tgt
+        assert [t.tokens for t in theirs.translate(sources)] == [t.tokens for t in ours.translate(sources)]
+    capsys.readouterr()
+    assert main(["export", "argos", str(run), str(tmp_path / "x.argosmodel")]) == 2
+    err = capsys.readouterr().err
+    assert "is a multilingual model (en-de, en-cs)" in err and len(err.strip().splitlines()) == 1

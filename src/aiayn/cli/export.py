@@ -7,7 +7,7 @@ import argparse
 
 from aiayn.cli.options import positive_int
 from aiayn.files import check_out
-from aiayn.interop import argos, ctranslate2
+from aiayn.interop import ConversionError, argos, ctranslate2
 from aiayn.translation import load_model, max_source_len
 
 
@@ -42,11 +42,16 @@ def run(args: argparse.Namespace) -> int:
         check_out(args.out, "CTranslate2 model", ctranslate2.is_ctranslate2_dir, args.force)
     loaded = load_model(args.checkpoint)
     languages = loaded.src_lang, loaded.tgt_lang
+    if args.format == "argos" and loaded.data.pairs:
+        raise ConversionError(f"{args.checkpoint} is a multilingual model ({', '.join(loaded.data.pairs)}), "
+                              "told its target language by a source token, which Argos Translate packages "
+                              "cannot add: export it to CTranslate2, or serve it with `aiayn serve`")
     if args.format == "argos":
         out = argos.export(loaded.model, loaded.tokenizer, args.out, languages, args.package_version,
                            args.quantization, args.max_positions, max_source_len(loaded), args.force)
     else:
         out = ctranslate2.export(loaded.model, loaded.tokenizer, args.out, args.quantization,
-                                 args.max_positions, languages, args.force, max_source_len(loaded))
+                                 args.max_positions, languages, args.force, max_source_len(loaded),
+                                 loaded.data.pairs)
     print(f"wrote {out}")
     return 0

@@ -98,9 +98,10 @@ def is_ctranslate2_dir(path: Path) -> bool:
 
 def export(model: Transformer, tokenizer: Tokenizer, out: str | Path, quantization: str | None = None,
            max_positions: int = 1024, languages: tuple[str, str] = ("", ""), force: bool = False,
-           max_source_len: int = DataConfig().max_len) -> Path:
-    """Write a CTranslate2 model directory, plus the tokenizer, the languages and the longest sentence
-    the model takes (`max_source_len` source tokens), so it translates text alone.
+           max_source_len: int = DataConfig().max_len, pairs: tuple[str, ...] = ()) -> Path:
+    """Write a CTranslate2 model directory, plus the tokenizer, the languages (a multilingual model's
+    directions, `pairs`, each asked for by its target's piece before the source) and the longest
+    sentence the model takes (`max_source_len` source tokens), so it translates text alone.
 
     It replaces an earlier export at `out`, and anything else there only with `force` (see `files`).
     """
@@ -112,7 +113,8 @@ def export(model: Transformer, tokenizer: Tokenizer, out: str | Path, quantizati
     with files.replacing(out, "CTranslate2 model", is_ctranslate2_dir, force) as tmp:
         _FromSpec().convert(str(tmp), quantization=quantization, force=True)
         tokenizer.save(tmp)
-        meta = {"src_lang": languages[0], "tgt_lang": languages[1], "max_source_len": max_source_len}
+        meta = {"src_lang": languages[0], "tgt_lang": languages[1], "max_source_len": max_source_len,
+                **({"pairs": list(pairs)} if pairs else {})}
         (tmp / "aiayn.json").write_text(json.dumps(meta) + "\n")
     return out
 
@@ -130,6 +132,7 @@ class CTranslate2Translator:
         meta_file = Path(path) / "aiayn.json"
         meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
         self.languages = meta.get("src_lang", ""), meta.get("tgt_lang", "")
+        self.pairs = tuple(meta.get("pairs", ()))  # a multilingual model's directions
         self.max_source_len = meta.get("max_source_len", DataConfig().max_len)
         self.translator = ctranslate2.Translator(str(path), device=device, intra_threads=threads,
                                                  compute_type=compute_type)
