@@ -11,15 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 run=runs/multi30k-multilingual
 
-if [ ! -x .venv/bin/python ]; then
-    python3 -m venv .venv
-fi
-. .venv/bin/activate
-pip install --quiet torch==2.13.0        # the CPU wheel; install it before the project
-pip install --quiet -e .
-if [ -z "${AIAYN_DATA_DIR:-}" ] && [ -d ../shared/data/multi30k ]; then
-    export AIAYN_DATA_DIR="$(cd ../shared/data && pwd)"
-fi
+. scripts/setup.sh                         # .venv, aiayn, $AIAYN_DATA_DIR
 
 start=$SECONDS
 aiayn train --config recipes/multi30k-multilingual.toml --out "$run" "$@"

@@ -22,15 +22,7 @@ if [ "${1:-}" = "--relative-positions" ]; then
     run="$run-relative"
 fi
 
-if [ ! -x .venv/bin/python ]; then
-    python3 -m venv .venv
-fi
-. .venv/bin/activate
-pip install --quiet torch==2.13.0        # the CPU wheel; install it before the project
-pip install --quiet -e .
-if [ -z "${AIAYN_DATA_DIR:-}" ] && [ -d ../shared/data/multi30k ]; then
-    export AIAYN_DATA_DIR="$(cd ../shared/data && pwd)"
-fi
+. scripts/setup.sh                         # .venv, aiayn, $AIAYN_DATA_DIR
 
 start=$SECONDS
 aiayn train --config recipes/multi30k-small.toml --src-lang "$src" --tgt-lang "$tgt" --out "$run" "$@"
