@@ -176,7 +176,7 @@ class DataConfig:
         if not self.train:
             raise ConfigError("train=() names no training data")
         for pair in self.pairs:
-            if not re.match(r"^([a-z]{2,3})-(?!\1$)[a-z]{2,3}$", pair):
+            if not re.match(r"^([a-z]{2,3}(?:_[A-Za-z]+)?)-(?!\1$)[a-z]{2,3}(?:_[A-Za-z]+)?$", pair):
                 raise ConfigError(f"pairs: {pair!r} is not a direction SRC-TGT of two language codes (en-de)")
         if len(set(self.pairs)) < len(self.pairs):
             raise ConfigError(f"pairs={','.join(self.pairs)} names a direction twice")

@@ -87,7 +87,7 @@ def load_model(path: str | Path, device: str | torch.device = "cpu") -> LoadedMo
     if kind == "marian":
         model, tokenizer, languages = marian.load_marian(path)
         data = cfg.DataConfig(src_lang=languages.get("source_lang", ""),
-                              tgt_lang=languages.get("target_lang", ""))
+                              tgt_lang=languages.get("target_lang", ""), pairs=languages.get("pairs", ()))
         return LoadedModel(model.to(device), tokenizer, data.src_lang, data.tgt_lang, Path(path), data,
                            cfg.TrainConfig())
     ck = checkpoint.load(checkpoint.resolve(path), device, with_state=False)

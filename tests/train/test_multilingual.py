@@ -145,3 +145,39 @@ def test_a_ctranslate2_export_translates_each_direction_as_aiayn_does(small_vali
     assert main(["export", "argos", str(run), str(tmp_path / "x.argosmodel")]) == 2
     err = capsys.readouterr().err
     assert "is a multilingual model (en-de, en-cs)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_multilingual_model_goes_to_marian_and_back_with_its_directions(small_valid, tmp_path):
+    """to-marian writes the >>xx<< pieces HuggingFace's MarianTokenizer reads as language codes; read
+    back, the Marian directory has the same directions and translates each as the checkpoint."""
+    transformers = pytest.importorskip("transformers")
+    run, hf = tmp_path / "run", tmp_path / "hf"
+    assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs",
+                 "--max-steps", "3", "--out", str(run)]) == 0
+    assert main(["convert", "to-marian", str(run), str(hf)]) == 0
+    theirs = transformers.MarianTokenizer.from_pretrained(hf)
+    cs = load_translator(run, device="cpu").tokenizer.language_id("cs")
+    assert theirs(">>cs<< A dog runs.")["input_ids"][0] == cs  # the code HuggingFace users write
+    sources = multi30k.load("val", "en", "de").source[:10]
+    for tgt in ("de", "cs"):
+        ours = load_translator(run, device="cpu", tgt_lang=tgt, beam_size=2, max_output_len=6)
+        marian = load_translator(hf, device="cpu", tgt_lang=tgt, beam_size=2, max_output_len=6)
+        assert marian.pairs == ("en-de", "en-cs")
+        assert [t.tokens for t in marian.translate(sources)] == [t.tokens for t in ours.translate(sources)]
+
+
+def test_a_multi_target_opus_mt_directory_translates_into_each_language_it_has_a_piece_for(tmp_path):
+    """An OPUS-MT-style multi-target model (no aiayn metadata): its directions come from its source
+    language and the >>xxx<< pieces of its vocabulary."""
+    pytest.importorskip("transformers")
+    from aiayn.interop import marian
+    from tests.conftest import tiny_model
+
+    tokenizer = Tokenizer.learn_languages({"en": ["a dog runs"] * 30, "fra": ["un chien"] * 30,
+                                           "spa": ["un perro"] * 30}, 300)
+    model = tiny_model(vocab_size=tokenizer.vocab_size)
+    hf = marian.save_marian(model, tokenizer, tmp_path / "opus-mt-en-ROMANCE", "en", "ROMANCE")
+    translator = load_translator(hf, device="cpu", tgt_lang="spa", beam_size=1, max_output_len=3)
+    assert translator.pairs == ("en-fra", "en-spa") and translator.source_prefix == (
+        tokenizer.language_id("spa"),)
+    translator.translate(["a dog runs"])

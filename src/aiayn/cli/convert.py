@@ -41,6 +41,6 @@ def run(args: argparse.Namespace) -> int:
         check_out(args.out, "Marian model", marian.is_marian_dir, args.force)  # before loading
         loaded = load_model(args.source)
         out = marian.save_marian(loaded.model, loaded.tokenizer, args.out, loaded.src_lang, loaded.tgt_lang,
-                                 args.max_positions, args.force)
+                                 args.max_positions, args.force, loaded.data.pairs)
     print(f"wrote {out}")
     return 0

@@ -30,6 +30,8 @@ ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"} 
 MARIAN_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "silu": "swish"}  # aiayn -> Marian
 
 
+PAIRS = "aiayn_pairs"  # tokenizer_config.json: a multilingual model's directions, as aiayn wrote them
+
 def is_marian_dir(path: str | Path) -> bool:
     try:
         config = json.loads((Path(path) / "config.json").read_bytes())
@@ -174,34 +176,41 @@ def concatenated_layout(state: dict[str, Tensor], d_model: int) -> dict[str, Ten
 
 
 def load_marian(path: str | Path) -> tuple[Transformer, Tokenizer, dict]:
-    """(model, tokenizer, languages) from a MarianMTModel directory on disk; nothing is downloaded."""
+    """(model, tokenizer, languages) from a MarianMTModel directory on disk; nothing is downloaded.
+    `languages`: source_lang and target_lang as its tokenizer_config.json names them, and for a
+    multi-target model (its vocabulary has >>xx<< pieces), "pairs": the directions it translates,
+    as aiayn wrote them, or from its source language to each language it has a piece for."""
     MarianMTModel = require("transformers").MarianMTModel  # noqa: N806
 
     path = Path(path)
     hf_model = MarianMTModel.from_pretrained(path, local_files_only=True, dtype=torch.float32)
-    languages = {}
-    config_file = path / "tokenizer_config.json"
-    if config_file.exists():
-        tokenizer_config = json.loads(config_file.read_text(encoding="utf-8"))
-        languages = {k: v for k in ("source_lang", "target_lang") if (v := tokenizer_config.get(k))}
     tokenizer = Tokenizer.load(path)
+    config_file = path / "tokenizer_config.json"
+    tokenizer_config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.exists() else {}
+    languages = {k: v for k in ("source_lang", "target_lang") if (v := tokenizer_config.get(k))}
+    source = languages.get("source_lang", "")
+    targets = [t for t in tokenizer.languages() if source and t != source]  # a multi-target model's
+    pairs = tokenizer_config.get(PAIRS) or [f"{source}-{t}" for t in targets]
+    if pairs:
+        languages["pairs"] = tuple(pairs)
     return from_marian(hf_model, tokenizer.separate), tokenizer, languages
 
 
 def save_marian(model: Transformer, tokenizer: Tokenizer, out: str | Path, src_lang: str = "",
-                tgt_lang: str = "", max_positions: int = 1024, force: bool = False) -> Path:
+                tgt_lang: str = "", max_positions: int = 1024, force: bool = False,
+                pairs: tuple[str, ...] = ()) -> Path:
     """Write a MarianMTModel directory (config, weights, source.spm, target.spm, vocab.json).
 
     It replaces an earlier Marian model at `out`, and anything else there only with `force` (see `files`).
     """
     hf_model = to_marian(model, max_positions)
     with files.replacing(Path(out), "Marian model", is_marian_dir, force) as tmp:
-        _write_marian(hf_model, model.config, tokenizer, tmp, src_lang, tgt_lang, max_positions)
+        _write_marian(hf_model, model.config, tokenizer, tmp, src_lang, tgt_lang, max_positions, pairs)
     return Path(out)
 
 
 def _write_marian(hf_model, c: ModelConfig, tokenizer: Tokenizer, out: Path, src_lang: str, tgt_lang: str,
-                  max_positions: int) -> None:
+                  max_positions: int, pairs: tuple[str, ...] = ()) -> None:
     GenerationConfig = require("transformers").GenerationConfig  # noqa: N806
 
     never = sorted({c.pad_id, c.bos_id})  # aiayn never outputs padding or bos
@@ -217,6 +226,6 @@ def _write_marian(hf_model, c: ModelConfig, tokenizer: Tokenizer, out: Path, src
     tokenizer.save(out)
     tokenizer_config = {"source_lang": src_lang, "target_lang": tgt_lang,
                         "separate_vocabs": tokenizer.separate, "model_max_length": max_positions,
-                        "tokenizer_class": "MarianTokenizer"}
+                        "tokenizer_class": "MarianTokenizer", **({PAIRS: list(pairs)} if pairs else {})}
     text = json.dumps(tokenizer_config, indent=2) + "\n"
     (out / "tokenizer_config.json").write_text(text, encoding="utf-8")
