@@ -181,3 +181,17 @@ def test_a_multi_target_opus_mt_directory_translates_into_each_language_it_has_a
     assert translator.pairs == ("en-fra", "en-spa") and translator.source_prefix == (
         tokenizer.language_id("spa"),)
     translator.translate(["a dog runs"])
+
+
+def test_explain_shows_the_direction_asked_with_its_piece_first(small_valid, tmp_path):
+    from aiayn.explain import explain
+
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs",
+                 "--max-steps", "1", "--out", str(run)]) == 0
+    czech = load_translator(run, device="cpu", tgt_lang="cs", max_output_len=4)
+    data = explain(czech, "A dog runs.", beam_size=2)
+    assert data["source"]["pieces"][0] == ">>cs<<" and data["languages"] == {"source": "en", "target": "cs"}
+    assert data["translation"] == czech.translate(["A dog runs."], beam_size=2)[0].text
+    assert main(["explain", str(run), "A dog runs.", "--tgt-lang", "cs", "--max-output-len", "4",
+                 "--out", str(tmp_path / "page")]) == 0

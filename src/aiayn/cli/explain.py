@@ -29,6 +29,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                    help="the page's language when it opens: en (English) or zh (Chinese) (default: en)")
     p.add_argument("--top-words", type=positive_int, default=10, metavar="K",
                    help="words shown with their probabilities at each output step (default: 10)")
+    p.add_argument("--src-lang", metavar="LANG", help="a multilingual model's direction: from this "
+                                                      "language (default: its first direction's)")
+    p.add_argument("--tgt-lang", metavar="LANG", help="... into this one (default: its first direction's)")
     p.add_argument("--device", default="cpu", type=device_name, metavar="DEVICE",
                    help="cpu, cuda or cuda:N (default: cpu)")
     others = tuple(f.name for f in dataclasses.fields(DecodeConfig) if f.name not in SEARCH)
@@ -40,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     from aiayn.translation import load_translator
 
     options = given(args, DecodeConfig)
-    translator = load_translator(args.checkpoint, engine="pytorch", device=args.device, compile=False)
+    translator = load_translator(args.checkpoint, engine="pytorch", device=args.device, compile=False,
+                                 src_lang=args.src_lang, tgt_lang=args.tgt_lang)
     data = explain(translator, args.sentence, top_k=args.top_words, **options)
     path = write_page(data, args.out, args.lang)
     print(data["translation"])

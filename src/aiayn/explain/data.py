@@ -39,11 +39,12 @@ def explain(translator: Translator, sentence: str, top_k: int = TOP_K, **options
     if not sentence.strip():
         raise ConfigError("the sentence is empty: give a sentence to explain")
     ids = tokenizer.encode([sentence])[0]
-    if len(ids) > translator.max_source_len:
-        raise ConfigError(f"the sentence has {len(ids)} tokens; this model takes at most "
-                          f"{translator.max_source_len} (the longest it was trained on, or its positions)")
+    most = translator.max_source_len - len(translator.source_prefix)
+    if len(ids) > most:
+        raise ConfigError(f"the sentence has {len(ids)} tokens; this model takes at most {most} (the longest "
+                          "it was trained on, or its positions)")
     c = model.config
-    src = ids + [c.eos_id]
+    src = [*translator.source_prefix, *ids, c.eos_id]  # a multilingual model's >>xx<< first
     tree = search_tree(model, tokenizer, src, config.beam_size, config.length_penalty, config.penalty_form,
                        config.max_output_extra, config.max_output_len)
     tgt = [c.bos_id] + tree.tokens
