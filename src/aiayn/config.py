@@ -355,6 +355,9 @@ class ServeConfig:
                              "beyond, 429 with Retry-After; 0: no limit", bounds=">= 0")
     key_req_limit: int = _opt(0, "requests per minute with one API key to the translating endpoints; 0: no "
                                  "limit", bounds=">= 0")
+    zero_shot: bool = _opt(False, "also serve a multilingual model's directions it was not trained on, from "
+                                  "a language it has read into one it has written (zero-shot: untrained "
+                                  "quality)")
     drain_timeout: float = _opt(30.0, "seconds SIGTERM waits for requests in flight before exiting",
                                 bounds=">= 0")
 

@@ -130,11 +130,12 @@ def prepare(model: Transformer, device: torch.device, dtype: str = "float32", in
 def load_translator(path: str | Path, *, engine: str | None = None, device: str = "auto",
                     dtype: str = "float32", int8: bool = False, compile: bool | None = None,
                     threads: int | None = None, compute_type: str = "default", src_lang: str | None = None,
-                    tgt_lang: str | None = None, **options: Any) -> Translator:
+                    tgt_lang: str | None = None, zero_shot: bool = False, **options: Any) -> Translator:
     """A Translator for the model at `path` (see `model_format`).
 
     src_lang, tgt_lang: the direction, for a multilingual model (default: the first it was trained
     on; `Translator.towards` gives the others, sharing the model); a bilingual model has its own.
+    zero_shot: also a direction the multilingual model was not trained on (see `towards`).
 
     engine: "pytorch" or "ctranslate2" (default: ctranslate2 for a CTranslate2 export, else pytorch).
     device: auto (CUDA when present), cpu, cuda or cuda:N. threads: CPU threads (process-wide).
@@ -164,41 +165,33 @@ def load_translator(path: str | Path, *, engine: str | None = None, device: str 
         translator = Translator(lambda ids, config, progress: ct2.translate(ids, config), defaults, None,
                                 ct2.tokenizer, *ct2.languages, f"ctranslate2 {compute_type} {on}",
                                 ct2.max_source_len, pairs=ct2.pairs)
-        if not ct2.pairs:
-            return translator
-        first_src, first_tgt = ct2.pairs[0].split("-")
-        return translator.towards(src_lang or first_src, tgt_lang or first_tgt)
+        return _in_direction(translator, src_lang, tgt_lang, zero_shot, path)
     if device_.type == "cpu":
         allocator.keep_freed_memory()  # a search's large tensors reuse freed memory (process-wide)
     loaded = load_model(path, device_)
-    src_lang, tgt_lang, prefix = direction(loaded, src_lang, tgt_lang)
     model, how, compiled = prepare(loaded.model.eval(), device_, dtype, int8, compile)
     defaults = cfg.build(cfg.DecodeConfig, {"compile": compiled, **options}, "translator options")
 
     def run(ids: list[list[int]], config: cfg.DecodeConfig, progress: bool) -> list[list[Translation]]:
         return translate_ids(model, loaded.tokenizer, ids, config, progress)
 
-    return Translator(run, defaults, model, loaded.tokenizer, src_lang, tgt_lang, f"pytorch {how} {on}",
-                      max_source_len(loaded), prefix, loaded.data.pairs)
+    translator = Translator(run, defaults, model, loaded.tokenizer, loaded.src_lang, loaded.tgt_lang,
+                            f"pytorch {how} {on}", max_source_len(loaded), pairs=loaded.data.pairs)
+    return _in_direction(translator, src_lang, tgt_lang, zero_shot, path)
 
 
-def direction(loaded: LoadedModel, src_lang: str | None, tgt_lang: str | None
-              ) -> tuple[str, str, tuple[int, ...]]:
-    """(source, target, source prefix) of the direction asked for: a multilingual model's (default:
-    its first) with the target language's piece as the prefix; a bilingual model's own."""
-    pairs = loaded.data.pairs
-    if not pairs:
-        asked = (src_lang or loaded.src_lang, tgt_lang or loaded.tgt_lang)
-        if all((loaded.src_lang, loaded.tgt_lang)) and asked != (loaded.src_lang, loaded.tgt_lang):
-            raise cfg.ConfigError(f"{loaded.path} translates {loaded.src_lang}->{loaded.tgt_lang}, not "
-                                  f"{asked[0]}->{asked[1]}")
-        return *asked, ()
-    first_src, first_tgt = pairs[0].split("-")
-    pair = f"{src_lang or first_src}-{tgt_lang or first_tgt}"
-    if pair not in pairs:
-        raise cfg.ConfigError(f"{loaded.path} has no direction {pair}; it has {', '.join(pairs)}")
-    src, tgt = pair.split("-")
-    return src, tgt, (loaded.tokenizer.language_id(tgt),)
+def _in_direction(translator: Translator, src_lang: str | None, tgt_lang: str | None, zero_shot: bool,
+                  path: str | Path) -> Translator:
+    """`translator` for the direction asked: a multilingual model's (default: its first, see
+    `Translator.towards`); a bilingual model translates its own only."""
+    if translator.pairs:
+        first_src, first_tgt = translator.pairs[0].split("-")
+        return translator.towards(src_lang or first_src, tgt_lang or first_tgt, zero_shot)
+    has = (translator.src_lang, translator.tgt_lang)
+    if all(has) and (src_lang or has[0], tgt_lang or has[1]) != has:
+        raise cfg.ConfigError(f"{path} translates {has[0]}->{has[1]}, not {src_lang or has[0]}->"
+                              f"{tgt_lang or has[1]}")
+    return translator
 
 
 def max_source_len(loaded: LoadedModel) -> int:
@@ -293,21 +286,33 @@ class Translator:
         self.max_source_len = max_source_len  # source tokens of the longest sentence the model takes
         self.source_prefix = source_prefix  # ids before every sentence: a multilingual model's >>xx<<
         self.pairs = pairs  # a multilingual model's directions (SRC-TGT), else none
+        self.zero_shot = False  # whether this direction is one the model was not trained on
         self._configs: dict[tuple[Any, ...], cfg.DecodeConfig] = {}  # `config`'s, by defaults and options
 
-    def directions(self) -> list[Translator]:
-        """A translator for each direction of a multilingual model (all on its one model); a
-        bilingual model's is this one."""
-        return [self.towards(*pair.split("-")) for pair in self.pairs] if self.pairs else [self]
+    def directions(self, zero_shot: bool = False) -> list[Translator]:
+        """A translator for each direction of a multilingual model (all on its one model), and with
+        `zero_shot` for each it was not trained on (see `towards`); a bilingual model's is this one."""
+        if not self.pairs:
+            return [self]
+        sources, targets = (list(dict.fromkeys(p.split("-")[i] for p in self.pairs)) for i in (0, 1))
+        every = [f"{s}-{t}" for s in sources for t in targets if s != t] if zero_shot else []
+        return [self.towards(*pair.split("-"), zero_shot) for pair in dict.fromkeys([*self.pairs, *every])]
 
-    def towards(self, src_lang: str, tgt_lang: str) -> Translator:
-        """This multilingual model's translator for another of its directions (the same model)."""
+    def towards(self, src_lang: str, tgt_lang: str, zero_shot: bool = False) -> Translator:
+        """This multilingual model's translator for another direction (the same model): one it was
+        trained on, or with `zero_shot`, any from a language it has read to one it has written
+        (Johnson et al.'s zero-shot translation: its quality is that of no training; `zero_shot` on
+        the translator says so)."""
         pair = f"{src_lang}-{tgt_lang}"
-        if pair not in self.pairs:
+        sources, targets = ({p.split("-")[i] for p in self.pairs} for i in (0, 1))
+        untrained = pair not in self.pairs
+        possible = src_lang in sources and tgt_lang in targets and src_lang != tgt_lang
+        if untrained and not (zero_shot and possible):
             have = ", ".join(self.pairs) or f"only {self.src_lang}-{self.tgt_lang}"
-            raise cfg.ConfigError(f"the model has no direction {pair}; it has {have}")
+            hint = " (untrained, zero-shot: --zero-shot)" if possible and not zero_shot else ""
+            raise cfg.ConfigError(f"the model has no direction {pair}; it has {have}{hint}")
         other = copy.copy(self)
-        other.src_lang, other.tgt_lang = src_lang, tgt_lang
+        other.src_lang, other.tgt_lang, other.zero_shot = src_lang, tgt_lang, untrained
         other.source_prefix, other._configs = (self.tokenizer.language_id(tgt_lang),), {}
         return other
 

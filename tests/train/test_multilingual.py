@@ -195,3 +195,25 @@ def test_explain_shows_the_direction_asked_with_its_piece_first(small_valid, tmp
     assert data["translation"] == czech.translate(["A dog runs."], beam_size=2)[0].text
     assert main(["explain", str(run), "A dog runs.", "--tgt-lang", "cs", "--max-output-len", "4",
                  "--out", str(tmp_path / "page")]) == 0
+
+
+def test_a_zero_shot_direction_is_translated_only_when_asked_for_and_says_so(small_valid, tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs",
+                 "en-de,de-en,en-cs", "--max-steps", "1", "--out", str(run)]) == 0
+    translator = load_translator(run, device="cpu", max_output_len=3)
+    with pytest.raises(ConfigError, match=r"no direction de-cs; .* \(untrained, zero-shot: --zero-shot\)"):
+        translator.towards("de", "cs")
+    with pytest.raises(ConfigError, match="no direction cs-de"):  # cs was never a source
+        translator.towards("cs", "de", zero_shot=True)
+    german_czech = translator.towards("de", "cs", zero_shot=True)
+    assert german_czech.zero_shot and not translator.zero_shot
+    assert german_czech.source_prefix == (translator.tokenizer.language_id("cs"),)
+    every = {(t.src_lang, t.tgt_lang): t.zero_shot for t in translator.directions(zero_shot=True)}
+    assert every == {("en", "de"): False, ("de", "en"): False, ("en", "cs"): False, ("de", "cs"): True}
+    capsys.readouterr()
+    assert main(["translate", str(run), "--src-lang", "de", "--tgt-lang", "cs", "Ein Hund."]) == 2
+    assert "--zero-shot" in capsys.readouterr().err
+    assert main(["translate", str(run), "--src-lang", "de", "--tgt-lang", "cs", "--zero-shot",
+                 "--max-output-len", "3", "Ein Hund."]) == 0
+    assert "de->cs is zero-shot: the model was not trained on it" in capsys.readouterr().err

@@ -26,6 +26,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--src-lang", metavar="LANG", help="source language (default: the model's; a "
                                                       "multilingual model's: every direction it has)")
     p.add_argument("--tgt-lang", metavar="LANG", help="target language (default: the model's)")
+    p.add_argument("--zero-shot", action="store_true",
+                   help="a multilingual model: also (or, with --src-lang and --tgt-lang, only) a direction "
+                        "it was not trained on, from a language it has read into one it has written")
     p.add_argument("--output", "-o", metavar="FILE", help="write the translations here, one per line "
                                                           "(FILE.SRC-TGT for each of several directions)")
     p.add_argument("--scores", metavar="FILE", help="also write the scores and settings as JSON here (and "
@@ -53,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.checkpoint:
         translator = translator_for(args)
         every = translator.pairs and not (args.src_lang or args.tgt_lang)  # a multilingual model's all
-        translators = translator.directions() if every else [translator]
+        translators = translator.directions(args.zero_shot) if every else [translator]
         several = len(translators) > 1
         records = {f"{t.src_lang}-{t.tgt_lang}": _evaluated(t, args, several) for t in translators}
         record = _mean(args.test, records) if several else next(iter(records.values()))
@@ -75,8 +78,9 @@ def _evaluated(translator, args: argparse.Namespace, several: bool) -> dict:
     hypotheses = [t.text for t in translator.translate(corpus.source, progress=True)]
     seconds = time.perf_counter() - start
     settings = {"checkpoint": args.checkpoint, "languages": f"{src_lang}-{tgt_lang}", "device": where,
-                "seconds": round(seconds, 2), **vars(decode)}
-    print(f"{corpus.name} {src_lang}->{tgt_lang}: {len(corpus):,} sentences in {seconds:.1f} s "
+                "seconds": round(seconds, 2), "zero_shot": translator.zero_shot, **vars(decode)}
+    zero = " (zero-shot)" if translator.zero_shot else ""
+    print(f"{corpus.name} {src_lang}->{tgt_lang}{zero}: {len(corpus):,} sentences in {seconds:.1f} s "
           f"({len(corpus) / seconds:.0f} sentences/s) on {where}; beam {decode.beam_size}, "
           f"length penalty {decode.length_penalty} ({decode.penalty_form})")
     if args.output:

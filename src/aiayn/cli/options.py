@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from typing import Any
 
 from aiayn import config as cfg
@@ -148,7 +149,12 @@ def translator_for(args: argparse.Namespace):
     from aiayn.translation import load_translator
 
     options = given(args, cfg.DecodeConfig)
-    return load_translator(args.checkpoint, engine=args.engine, device=args.device, dtype=args.dtype,
-                           int8=args.int8, compile=options.pop("compile", None), threads=args.threads,
-                           compute_type=args.compute_type, src_lang=getattr(args, "src_lang", None),
-                           tgt_lang=getattr(args, "tgt_lang", None), **options)
+    translator = load_translator(
+        args.checkpoint, engine=args.engine, device=args.device, dtype=args.dtype, int8=args.int8,
+        compile=options.pop("compile", None), threads=args.threads, compute_type=args.compute_type,
+        src_lang=getattr(args, "src_lang", None), tgt_lang=getattr(args, "tgt_lang", None),
+        zero_shot=getattr(args, "zero_shot", False), **options)
+    if translator.zero_shot:
+        print(f"{translator.src_lang}->{translator.tgt_lang} is zero-shot: the model was not trained on it",
+              file=sys.stderr)
+    return translator

@@ -39,6 +39,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--src-lang", metavar="LANG", help="a multilingual model's direction: from this "
                                                       "language (default: its first direction's)")
     p.add_argument("--tgt-lang", metavar="LANG", help="... into this one (default: its first direction's)")
+    p.add_argument("--zero-shot", action="store_true",
+                   help="a multilingual model may translate a direction it was not trained on, from a "
+                        "language it has read into one it has written (its quality is untrained)")
     add_inference_options(p)
 
 

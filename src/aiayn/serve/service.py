@@ -40,7 +40,7 @@ class Service:
 
     def __init__(self, translators: Iterable[Translator], config: ServeConfig,
                  api_keys: Iterable[str], searcher: ThreadPoolExecutor | None = None) -> None:
-        self.models = by_pair(translators)
+        self.models = by_pair(translators, config.zero_shot)
         self.config, self.keys = config, frozenset(api_keys)
         self.metrics = Metrics()
         self.executor = searcher or searchers()
@@ -251,11 +251,11 @@ def at_most(field: str, value: int, most: int) -> None:
         raise Problem(422, f"{field}={value} is more than this server allows ({most})")
 
 
-def by_pair(translators: Iterable[Translator]) -> dict[tuple[str, str], Translator]:
+def by_pair(translators: Iterable[Translator], zero_shot: bool = False) -> dict[tuple[str, str], Translator]:
     """The translator of each language pair; a multilingual model answers each of its directions
-    (`Translator.directions`: one model in memory)."""
+    (`Translator.directions`: one model in memory), and with `zero_shot` those it was not trained on."""
     models: dict[tuple[str, str], Translator] = {}
-    for t in (d for translator in translators for d in translator.directions()):
+    for t in (d for translator in translators for d in translator.directions(zero_shot)):
         pair = (t.src_lang, t.tgt_lang)
         if not all(pair):
             raise ValueError(f"a model without its languages ({t.description}): serve models that name "
