@@ -114,6 +114,10 @@ def _fresh(out: Path, preset: str | None, config: str | Path | None,
     if out.is_dir() and not is_run_dir(out) and any(out.iterdir()):
         raise cfg.ConfigError(f"{out} is not empty and is not a training run: choose a new --out")
     recipe = _recipe(preset, config, options)
+    if recipe.data.pairs:  # a multilingual model's languages, as its files name them: its first direction's
+        first_src, first_tgt = recipe.data.pairs[0].split("-")
+        recipe = dataclasses.replace(recipe, data=dataclasses.replace(recipe.data, src_lang=first_src,
+                                                                      tgt_lang=first_tgt))
     if recipe.train.init_from:
         return _from_parent(out, recipe)
     data, train_config = recipe.data, recipe.train

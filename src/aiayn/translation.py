@@ -184,8 +184,10 @@ def _in_direction(translator: Translator, src_lang: str | None, tgt_lang: str | 
                   path: str | Path) -> Translator:
     """`translator` for the direction asked: a multilingual model's (default: its first, see
     `Translator.towards`); a bilingual model translates its own only."""
-    if translator.pairs:
-        first_src, first_tgt = translator.pairs[0].split("-")
+    if translator.pairs:  # the first direction that fits the languages given
+        fits = [p for p in translator.pairs if (src_lang or p.split("-")[0], tgt_lang or p.split("-")[1])
+                == tuple(p.split("-"))] or translator.pairs
+        first_src, first_tgt = fits[0].split("-")
         return translator.towards(src_lang or first_src, tgt_lang or first_tgt, zero_shot)
     has = (translator.src_lang, translator.tgt_lang)
     if all(has) and (src_lang or has[0], tgt_lang or has[1]) != has:
@@ -198,7 +200,7 @@ def max_source_len(loaded: LoadedModel) -> int:
     """The longest sentence, in source tokens, that a model takes: the longest it was trained on,
     and with learned positions, no more than it has positions for (one goes to eos)."""
     c = loaded.model.config
-    longest = loaded.data.max_len
+    longest = loaded.data.max_len + bool(loaded.data.pairs)  # and a multilingual model's >>xx<<
     return min(longest, c.max_positions - 1) if c.positional == "learned" else longest
 
 
@@ -311,9 +313,12 @@ class Translator:
             have = ", ".join(self.pairs) or f"only {self.src_lang}-{self.tgt_lang}"
             hint = " (untrained, zero-shot: --zero-shot)" if possible and not zero_shot else ""
             raise cfg.ConfigError(f"the model has no direction {pair}; it has {have}{hint}")
+        piece = self.tokenizer.language_id(tgt_lang)
+        if piece is None:
+            raise cfg.ConfigError(f"the model's vocabulary has no piece >>{tgt_lang}<< to ask for {pair}")
         other = copy.copy(self)
         other.src_lang, other.tgt_lang, other.zero_shot = src_lang, tgt_lang, untrained
-        other.source_prefix, other._configs = (self.tokenizer.language_id(tgt_lang),), {}
+        other.source_prefix, other._configs = (piece,), {}
         return other
 
     @property
@@ -394,7 +399,7 @@ class Translator:
         """The n-best list of each sentence, given as its source ids (without eos), best first. A
         sentence's list does not depend on the others searched with it (decoding/translator.py)."""
         prefix = list(self.source_prefix)
-        ids = [prefix + s for s in ids] if prefix else list(ids)
+        ids = [prefix + s if s else s for s in ids] if prefix else list(ids)  # an empty sentence stays empty
         return self._engine(ids, self.config(**options), progress)
 
     def assemble(self, segments: Segments, nbests: Sequence[list[Translation]], attention: bool = False

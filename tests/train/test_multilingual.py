@@ -217,3 +217,28 @@ def test_a_zero_shot_direction_is_translated_only_when_asked_for_and_says_so(sma
     assert main(["translate", str(run), "--src-lang", "de", "--tgt-lang", "cs", "--zero-shot",
                  "--max-output-len", "3", "Ein Hund."]) == 0
     assert "de->cs is zero-shot: the model was not trained on it" in capsys.readouterr().err
+
+
+def test_one_language_given_picks_the_first_direction_that_fits_and_limits_leave_room(small_valid, tmp_path):
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs",
+                 "en-de,de-en,en-cs", "--max-len", "40", "--max-steps", "1", "--out", str(run)]) == 0
+    german = load_translator(run, device="cpu", src_lang="de", max_output_len=3)
+    assert (german.src_lang, german.tgt_lang) == ("de", "en")
+    czech = load_translator(run, device="cpu", tgt_lang="cs", max_output_len=3)
+    assert (czech.src_lang, czech.tgt_lang) == ("en", "cs")
+    assert czech.max_source_len == 41  # the 40 tokens it was trained on, and its >>cs<<
+    assert czech.translate([""])[0].text == ""  # an empty sentence gets no piece, and no words
+    assert checkpoint.load(checkpoint.resolve(run)).data.src_lang == "en"  # the first direction's
+
+
+def test_a_marian_model_with_one_target_piece_stays_bilingual(tmp_path):
+    pytest.importorskip("transformers")
+    from aiayn.interop import marian
+    from tests.conftest import tiny_model
+
+    tokenizer = Tokenizer.learn_languages({"en": ["a dog runs"] * 30, "deu": ["ein hund"] * 30}, 300)
+    model = tiny_model(vocab_size=tokenizer.vocab_size)
+    hf = marian.save_marian(model, tokenizer, tmp_path / "m", "en", "de")
+    translator = load_translator(hf, device="cpu", beam_size=1, max_output_len=3)
+    assert translator.pairs == () and translator.source_prefix == ()

@@ -15,6 +15,7 @@ the same way gives a model whose hidden states are permuted and whose logits are
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import torch
@@ -30,6 +31,7 @@ ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"} 
 MARIAN_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "silu": "swish"}  # aiayn -> Marian
 
 
+LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(?:_[A-Za-z]+)?$")
 PAIRS = "aiayn_pairs"  # tokenizer_config.json: a multilingual model's directions, as aiayn wrote them
 
 def is_marian_dir(path: str | Path) -> bool:
@@ -189,8 +191,9 @@ def load_marian(path: str | Path) -> tuple[Transformer, Tokenizer, dict]:
     tokenizer_config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.exists() else {}
     languages = {k: v for k in ("source_lang", "target_lang") if (v := tokenizer_config.get(k))}
     source = languages.get("source_lang", "")
-    targets = [t for t in tokenizer.languages() if source and t != source]  # a multi-target model's
-    pairs = tokenizer_config.get(PAIRS) or [f"{source}-{t}" for t in targets]
+    # A multi-target model (OPUS-MT): a source language code, and pieces for two targets or more.
+    targets = [t for t in tokenizer.languages() if t != source] if LANGUAGE_CODE.match(source) else []
+    pairs = tokenizer_config.get(PAIRS) or ([f"{source}-{t}" for t in targets] if len(targets) > 1 else [])
     if pairs:
         languages["pairs"] = tuple(pairs)
     return from_marian(hf_model, tokenizer.separate), tokenizer, languages

@@ -336,7 +336,8 @@ def warm_up(translators: Iterable[Translator], config: ServeConfig) -> None:
     that the server's batches (up to the search's batch size) can reach, so no request pays for it.
     Says how long it took."""
     started, steps = time.perf_counter(), 0
-    for translator in translators:
+    models = {id(t.model) if t.model is not None else id(t): t for t in translators}  # a multilingual
+    for translator in models.values():  # model's directions share one model: warmed once
         translator.warm_up()
         steps += translator.compiled_steps
     held = f" ({steps} compiled decoder steps)" if steps else ""
