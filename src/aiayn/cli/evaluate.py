@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from aiayn import evaluate
-from aiayn.cli.options import add_inference_options, change_default, translator_for
+from aiayn.cli.options import add_direction_options, add_inference_options, change_default, translator_for
 from aiayn.data.corpora import load_corpus
 from aiayn.data.readers import DataError, read_lines
 from aiayn.files import check_writable
@@ -23,12 +23,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("checkpoint", nargs="?", help="checkpoint or run directory (not with --hypotheses)")
     p.add_argument("--test", default="multi30k:test_2016_flickr", metavar="SPEC",
                    help="test set, in the forms --train takes (default: multi30k:test_2016_flickr)")
-    p.add_argument("--src-lang", metavar="LANG", help="source language (default: the model's; a "
-                                                      "multilingual model's: every direction it has)")
-    p.add_argument("--tgt-lang", metavar="LANG", help="target language (default: the model's)")
-    p.add_argument("--zero-shot", action="store_true",
-                   help="a multilingual model: also (or, with --src-lang and --tgt-lang, only) a direction "
-                        "it was not trained on, from a language it has read into one it has written")
+    add_direction_options(p, "the model's; a multilingual model's: every direction it has, and with "
+                             "--zero-shot the others too; with --hypotheses: en, de",
+                          "the test set's languages, which a multilingual model translates")
     p.add_argument("--output", "-o", metavar="FILE", help="write the translations here, one per line "
                                                           "(FILE.SRC-TGT for each of several directions)")
     p.add_argument("--scores", metavar="FILE", help="also write the scores and settings as JSON here (and "

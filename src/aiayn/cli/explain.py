@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from aiayn.cli.options import add_config_options, device_name, given, positive_int
+from aiayn.cli.options import add_config_options, add_direction_options, device_name, given, positive_int
 from aiayn.config import DecodeConfig
 
 SEARCH = ("beam_size", "length_penalty", "penalty_form", "max_output_extra", "max_output_len")
@@ -29,9 +29,7 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                    help="the page's language when it opens: en (English) or zh (Chinese) (default: en)")
     p.add_argument("--top-words", type=positive_int, default=10, metavar="K",
                    help="words shown with their probabilities at each output step (default: 10)")
-    p.add_argument("--src-lang", metavar="LANG", help="a multilingual model's direction: from this "
-                                                      "language (default: its first direction's)")
-    p.add_argument("--tgt-lang", metavar="LANG", help="... into this one (default: its first direction's)")
+    add_direction_options(p)
     p.add_argument("--device", default="cpu", type=device_name, metavar="DEVICE",
                    help="cpu, cuda or cuda:N (default: cpu)")
     others = tuple(f.name for f in dataclasses.fields(DecodeConfig) if f.name not in SEARCH)
@@ -44,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     options = given(args, DecodeConfig)
     translator = load_translator(args.checkpoint, engine="pytorch", device=args.device, compile=False,
-                                 src_lang=args.src_lang, tgt_lang=args.tgt_lang)
+                                 src_lang=args.src_lang, tgt_lang=args.tgt_lang, zero_shot=args.zero_shot)
     data = explain(translator, args.sentence, top_k=args.top_words, **options)
     path = write_page(data, args.out, args.lang)
     print(data["translation"])

@@ -110,6 +110,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def add_direction_options(parser: argparse.ArgumentParser, default: str = "its first direction's",
+                          what: str = "a multilingual model's direction") -> None:
+    """--src-lang, --tgt-lang and --zero-shot: which direction of a multilingual model."""
+    parser.add_argument("--src-lang", metavar="LANG", help=f"{what}: from this language (default: {default})")
+    parser.add_argument("--tgt-lang", metavar="LANG", help=f"... into this one (default: {default})")
+    parser.add_argument("--zero-shot", action="store_true",
+                        help="a multilingual model may translate a direction it was not trained on, from a "
+                             "language it has read into one it has written (its quality is untrained)")
+
+
 def add_inference_options(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
     """Where a trained model runs, and how it searches; `exclude`: search options the command has no
     use for (they are then unknown options, not silently ignored)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TextIO
 
 from aiayn.checkpoint import CheckpointError
-from aiayn.cli.options import add_inference_options, translator_for
+from aiayn.cli.options import add_direction_options, add_inference_options, translator_for
 from aiayn.data.readers import DataError, decode_lines, iter_lines
 from aiayn.files import check_writable, write_atomically
 from aiayn.text import documents
@@ -36,12 +36,7 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--output", "-o", metavar="FILE",
                    help="where to write translations (default: standard output; for a .docx input, "
                         "INPUT-STEM.TARGET.docx beside it)")
-    p.add_argument("--src-lang", metavar="LANG", help="a multilingual model's direction: from this "
-                                                      "language (default: its first direction's)")
-    p.add_argument("--tgt-lang", metavar="LANG", help="... into this one (default: its first direction's)")
-    p.add_argument("--zero-shot", action="store_true",
-                   help="a multilingual model may translate a direction it was not trained on, from a "
-                        "language it has read into one it has written (its quality is untrained)")
+    add_direction_options(p)
     add_inference_options(p)
 
 
