@@ -41,3 +41,24 @@ def test_real_file_benchmark_smoke_mode_runs(trained_run):
     rows = [line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| ")]
     assert [row[0] for row in rows] == ["| aiayn float32", "| ctranslate2 float32"]
     assert rows[0][6] == "1.00x" and rows[1][6].endswith("x")  # aiayn relative to each
+
+
+def test_zero_shot_benchmark_runs_both_ways_on_a_small_multilingual_model(data_dir, tmp_path):
+    """`zero_shot.py MODEL`: each untrained direction zero-shot and through the pivot, scored."""
+    from aiayn.cli import main
+    from aiayn.data import multi30k
+
+    prefix = tmp_path / "small"
+    for lang in ("en", "de", "cs"):
+        lines = multi30k.load("val", lang, "en").source[:20]
+        prefix.with_suffix(f".{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    run = tmp_path / "run"
+    assert main(["train", "--preset", "tiny", "--vocab-size", "600", "--train", str(prefix), "--valid", "",
+                 "--pairs", "en-de,de-en,en-cs", "--max-steps", "1", "--threads", "1",
+                 "--out", str(run)]) == 0
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "zero_shot.py"), str(run), "--directions",
+                           "de-cs", "--test", str(prefix), "--limit", "5", "--beam-size", "1"],
+                          capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| direction | zero-shot BLEU | chrF | s | through en BLEU |" in done.stdout
+    assert "| de->cs | " in done.stdout
