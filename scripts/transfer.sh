@@ -21,6 +21,7 @@ valid=${VALID:-multi30k:val}
 test=${TEST:-multi30k:test_2016_flickr}
 out=${OUT:-runs/transfer-enfr}
 . .venv/bin/activate
+python -c "import transformers" 2>/dev/null || pip install --quiet -e ".[interop]"   # convert to-marian
 if [ -z "${AIAYN_DATA_DIR:-}" ] && [ -d ../shared/data/multi30k ]; then
     export AIAYN_DATA_DIR="$(cd ../shared/data && pwd)"
 fi
