@@ -124,6 +124,17 @@ def data_dir(monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+def multiway_files(prefix: Path, langs: tuple[str, ...] = ("en", "de", "cs"), n: int = 20) -> Path:
+    """The first `n` captions of Multi30k val in each of `langs`, as PREFIX.LANG files (line i of each
+    is one caption: a multi-way corpus). Needs the `data_dir` fixture. -> `prefix`."""
+    from aiayn.data import multi30k
+
+    for lang in langs:
+        lines = multi30k.load("val", lang, "en").source[:n]
+        prefix.with_suffix(f".{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return prefix
+
+
 def tiny_model(**overrides) -> Transformer:
     """A small random model in eval mode (no dropout), vocabulary 50 unless overridden."""
     torch.manual_seed(0)

@@ -39,7 +39,8 @@ FEWEST_PIECES = 4 + 256 + 1  # the special pieces, one per byte (byte fallback),
 # ten times the cost of encoding one sentence, and repaid from about this many texts on 2 cores
 # (a server's request holds one or a few; benchmarks/RESULTS.md). Fewer are encoded one by one.
 POOLED_FROM = 128
-LANGUAGE_PIECE = re.compile(r"^>>([a-z]{2,3}(?:_[A-Za-z]+)?)<<$")  # >>fr<<, >>fra<<, >>zho_Hans<<
+LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(?:_[A-Za-z]+)?")  # fr, fra, zho_Hans
+LANGUAGE_PIECE = re.compile(rf">>({LANGUAGE_CODE.pattern})<<")  # >>fr<<: asks for a target language
 
 
 def language_piece(lang: str) -> str:
@@ -113,7 +114,7 @@ class Tokenizer:
         """The languages the vocabulary has a `>>xx<<` piece for, in id order."""
         pieces = self._vocabs["source"] or [self.source_sp.id_to_piece(i)
                                             for i in range(self.source_sp.get_piece_size())]
-        return [m[1] for piece in pieces if (m := LANGUAGE_PIECE.match(piece))]
+        return [m[1] for piece in pieces if (m := LANGUAGE_PIECE.fullmatch(piece))]
 
     @classmethod
     def train_separate(cls, source: Iterable[str], target: Iterable[str], source_size: int, target_size: int,

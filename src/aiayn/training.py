@@ -140,11 +140,13 @@ def _fresh(out: Path, preset: str | None, config: str | Path | None,
         if asked.separate:
             raise cfg.ConfigError("--pairs learns one vocabulary over all the languages: train with "
                                   "--vocabulary joint")
-        texts = {}
+        by_language: dict[str, list[str]] = {}  # each language's sentences, from the first direction with it
         for d in map(multilingual.Direction.parse, data.pairs):
-            corpora = [load_corpus(spec, d.src, d.tgt) for spec in data.train]
-            texts[d] = ([s for c in corpora for s in c.source], [t for c in corpora for t in c.target])
-        tokenizer = multilingual.learn_tokenizer(texts, asked.vocab_size, train_config.seed)
+            if d.src not in by_language or d.tgt not in by_language:
+                corpora = [load_corpus(spec, d.src, d.tgt) for spec in data.train]
+                by_language.setdefault(d.src, [s for c in corpora for s in c.source])
+                by_language.setdefault(d.tgt, [t for c in corpora for t in c.target])
+        tokenizer = Tokenizer.learn_languages(by_language, asked.vocab_size, train_config.seed)
     else:
         corpora = [load_corpus(spec, data.src_lang, data.tgt_lang) for spec in data.train]
         source = [s for corpus in corpora for s in corpus.source]

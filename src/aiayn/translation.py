@@ -184,11 +184,11 @@ def _in_direction(translator: Translator, src_lang: str | None, tgt_lang: str | 
                   path: str | Path) -> Translator:
     """`translator` for the direction asked: a multilingual model's (default: its first, see
     `Translator.towards`); a bilingual model translates its own only."""
-    if translator.pairs:  # the first direction that fits the languages given
-        fits = [p for p in translator.pairs if (src_lang or p.split("-")[0], tgt_lang or p.split("-")[1])
-                == tuple(p.split("-"))] or translator.pairs
-        first_src, first_tgt = fits[0].split("-")
-        return translator.towards(src_lang or first_src, tgt_lang or first_tgt, zero_shot)
+    if translator.pairs:  # the first direction that fits the languages given (else the first)
+        pairs = [pair.split("-") for pair in translator.pairs]
+        fits = [(s, t) for s, t in pairs if src_lang in (None, s) and tgt_lang in (None, t)]
+        src, tgt = fits[0] if fits else pairs[0]
+        return translator.towards(src_lang or src, tgt_lang or tgt, zero_shot)
     has = (translator.src_lang, translator.tgt_lang)
     if all(has) and (src_lang or has[0], tgt_lang or has[1]) != has:
         raise cfg.ConfigError(f"{path} translates {has[0]}->{has[1]}, not {src_lang or has[0]}->"
@@ -281,12 +281,11 @@ class Translator:
 
     def __init__(self, engine: Engine, defaults: cfg.DecodeConfig, model: Transformer | None,
                  tokenizer: Tokenizer, src_lang: str, tgt_lang: str, description: str,
-                 max_source_len: int = cfg.DataConfig().max_len, source_prefix: tuple[int, ...] = (),
-                 pairs: tuple[str, ...] = ()) -> None:
+                 max_source_len: int = cfg.DataConfig().max_len, pairs: tuple[str, ...] = ()) -> None:
         self._engine, self.defaults, self.model, self.tokenizer = engine, defaults, model, tokenizer
         self.src_lang, self.tgt_lang, self.description = src_lang, tgt_lang, description
         self.max_source_len = max_source_len  # source tokens of the longest sentence the model takes
-        self.source_prefix = source_prefix  # ids before every sentence: a multilingual model's >>xx<<
+        self.source_prefix: tuple[int, ...] = ()  # ids before every sentence: a direction's >>xx<< (towards)
         self.pairs = pairs  # a multilingual model's directions (SRC-TGT), else none
         self.zero_shot = False  # whether this direction is one the model was not trained on
         self._configs: dict[tuple[Any, ...], cfg.DecodeConfig] = {}  # `config`'s, by defaults and options

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HANG_S
+from tests.conftest import HANG_S, multiway_files
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -46,12 +46,8 @@ def test_real_file_benchmark_smoke_mode_runs(trained_run):
 def test_zero_shot_benchmark_runs_both_ways_on_a_small_multilingual_model(data_dir, tmp_path):
     """`zero_shot.py MODEL`: each untrained direction zero-shot and through the pivot, scored."""
     from aiayn.cli import main
-    from aiayn.data import multi30k
 
-    prefix = tmp_path / "small"
-    for lang in ("en", "de", "cs"):
-        lines = multi30k.load("val", lang, "en").source[:20]
-        prefix.with_suffix(f".{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    prefix = multiway_files(tmp_path / "small")
     run = tmp_path / "run"
     assert main(["train", "--preset", "tiny", "--vocab-size", "600", "--train", str(prefix), "--valid", "",
                  "--pairs", "en-de,de-en,en-cs", "--max-steps", "1", "--threads", "1",

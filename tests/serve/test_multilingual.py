@@ -4,17 +4,14 @@ all answered by the one model in memory."""
 import httpx
 
 from aiayn.cli import main
-from aiayn.data import multi30k
 from aiayn.serve.service import by_pair
 from aiayn.translation import load_translator
+from tests.conftest import multiway_files
 from tests.serve.conftest import serving
 
 
 def test_one_multilingual_model_answers_each_of_its_directions(data_dir, tmp_path):
-    prefix = tmp_path / "train"
-    for lang in ("en", "de", "cs"):
-        lines = multi30k.load("val", lang, "en").source[:40]
-        prefix.with_suffix(f".{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    prefix = multiway_files(tmp_path / "train", n=40)
     run = tmp_path / "run"
     assert main(["train", "--preset", "tiny", "--vocab-size", "600", "--train", str(prefix), "--valid", "",
                  "--pairs", "en-de,de-en,en-cs", "--max-steps", "1", "--threads", "1",

@@ -15,6 +15,7 @@ from aiayn.data.multilingual import Direction, told
 from aiayn.data.readers import DataError
 from aiayn.tokenizer import Tokenizer
 from aiayn.translation import load_translator
+from tests.conftest import multiway_files
 
 TINY = ["--preset", "tiny", "--vocab-size", "700", "--batch-tokens", "1024", "--warmup-steps", "20",
         "--save-every", "0", "--threads", "1"]
@@ -23,11 +24,7 @@ TINY = ["--preset", "tiny", "--vocab-size", "700", "--batch-tokens", "1024", "--
 @pytest.fixture
 def small_valid(data_dir, tmp_path):
     """The first 20 captions of Multi30k val in en, de and cs: PREFIX.en, PREFIX.de, PREFIX.cs."""
-    prefix = tmp_path / "valid"
-    for lang in ("en", "de", "cs"):
-        lines = multi30k.load("val", lang, "en").source[:20]
-        prefix.with_suffix(f".{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return str(prefix)
+    return str(multiway_files(tmp_path / "valid"))
 
 
 def records(run, kind):

@@ -35,22 +35,6 @@ class Direction:
         return f"{self.src}-{self.tgt}"
 
 
-def languages(directions: list[Direction]) -> list[str]:
-    """The languages of `directions`, each once, in the order they first appear."""
-    return list(dict.fromkeys(lang for d in directions for lang in (d.src, d.tgt)))
-
-
-def learn_tokenizer(texts: dict[Direction, tuple[list[str], list[str]]], vocab_size: int,
-                    seed: int) -> Tokenizer:
-    """One vocabulary for every language of the directions' (source, target) sentences, each
-    language's sentences taken once (from the first direction that has them)."""
-    by_language: dict[str, list[str]] = {}
-    for direction, (source, target) in texts.items():
-        by_language.setdefault(direction.src, source)
-        by_language.setdefault(direction.tgt, target)
-    return Tokenizer.learn_languages(by_language, vocab_size, seed)
-
-
 def told(corpus: TokenizedCorpus, tokenizer: Tokenizer, direction: Direction) -> TokenizedCorpus:
     """`corpus` with its target language's piece before every source sentence."""
     lang = target_piece(tokenizer, direction)

@@ -15,7 +15,6 @@ the same way gives a model whose hidden states are permuted and whose logits are
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import torch
@@ -25,13 +24,12 @@ from aiayn import files
 from aiayn.config import ModelConfig
 from aiayn.interop import ConversionError, require
 from aiayn.model import Transformer
-from aiayn.tokenizer import Tokenizer
+from aiayn.tokenizer import LANGUAGE_CODE, Tokenizer
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}  # Marian -> aiayn
 MARIAN_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "silu": "swish"}  # aiayn -> Marian
 
 
-LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(?:_[A-Za-z]+)?$")
 PAIRS = "aiayn_pairs"  # tokenizer_config.json: a multilingual model's directions, as aiayn wrote them
 
 def is_marian_dir(path: str | Path) -> bool:
@@ -192,7 +190,7 @@ def load_marian(path: str | Path) -> tuple[Transformer, Tokenizer, dict]:
     languages = {k: v for k in ("source_lang", "target_lang") if (v := tokenizer_config.get(k))}
     source = languages.get("source_lang", "")
     # A multi-target model (OPUS-MT): a source language code, and pieces for two targets or more.
-    targets = [t for t in tokenizer.languages() if t != source] if LANGUAGE_CODE.match(source) else []
+    targets = [t for t in tokenizer.languages() if t != source] if LANGUAGE_CODE.fullmatch(source) else []
     pairs = tokenizer_config.get(PAIRS) or ([f"{source}-{t}" for t in targets] if len(targets) > 1 else [])
     if pairs:
         languages["pairs"] = tuple(pairs)
