@@ -8,7 +8,7 @@
 #
 #   bash scripts/transfer.sh                 # 2,000 pairs, 300 updates
 #   PAIRS=5000 UPDATES=600 bash scripts/transfer.sh
-#   SWEEP="0.016 0.16" bash scripts/transfer.sh   # also `init` with these --lr-scale values
+#   SWEEP="0.016 0.048 0.5" bash scripts/transfer.sh   # also `init` with these --lr-scale values
 #   PARENT=DIR VALID=SPEC TEST=SPEC OUT=DIR ...   # another parent, validation and test sets, output
 #
 # Writes runs/transfer-enfr/: the data, parent-marian/, one run directory per row, *.json scores, results.md.

@@ -106,7 +106,7 @@ def test_the_whole_path_from_a_marian_directory_to_an_argos_package(trained_run,
                  "--bleu-beam", "1", "--patience", "1", "--save-every", "0", "--threads", "1",
                  "--out", str(child)]) == 0
     out = capsys.readouterr().out
-    assert "learning rate after --init-from: --warmup-steps 100, --lr-scale 0.048" in out
+    assert "learning rate after --init-from: --warmup-steps 100, --lr-scale 0.16" in out
     assert "mixing 2 corpora" in out
     log = records(child)
     assert [r["step"] for r in log if r["kind"] == "valid"][0] == 0  # the parent's loss: where it starts
@@ -124,9 +124,9 @@ def test_the_whole_path_from_a_marian_directory_to_an_argos_package(trained_run,
 def test_a_run_that_sets_its_warm_up_or_rate_keeps_its_schedule_whole(trained_run, tmp_path, capsys):
     common = ["train", "--init-from", str(trained_run), *CHILD, "--max-steps", "1"]
     assert main([*common, "--out", str(tmp_path / "tuned")]) == 0
-    assert "learning rate after --init-from: --warmup-steps 100, --lr-scale 0.048" in capsys.readouterr().out
+    assert "learning rate after --init-from: --warmup-steps 100, --lr-scale 0.16" in capsys.readouterr().out
     tuned = checkpoint.load(checkpoint.resolve(tmp_path / "tuned")).train
-    assert (tuned.warmup_steps, tuned.lr_scale) == (100, 0.048)
+    assert (tuned.warmup_steps, tuned.lr_scale) == (100, 0.16)
     assert main([*common, "--warmup-steps", "50", "--out", str(tmp_path / "own")]) == 0
     assert "learning rate after --init-from" not in capsys.readouterr().out
     own = checkpoint.load(checkpoint.resolve(tmp_path / "own")).train
