@@ -155,10 +155,12 @@ class DataConfig:
     pairs: tuple[str, ...] = _opt(
         (), "train one multilingual model on these directions, SRC-TGT each (en-de,de-en,en-fr): every "
             "--train corpus is read in each direction, one vocabulary is learned over all the languages, "
-            "and the target language is told to the model as the source's first token, >>fr<<; none: "
+            "and the model is told the target language by a piece, >>fr<< (--language-token); none: "
             "--src-lang to --tgt-lang", metavar="SRC-TGT,...", joined=True)
-    language_token: str = _opt("source", "with --pairs: where the model is told the target language",
-                               ("source",))
+    language_token: str = _opt(
+        "source", "with --pairs: where the model is told the target language, >>fr<<: source: as the "
+                  "source's first token (Johnson et al., OPUS-MT); target: as the decoder's first token, "
+                  "in place of <s> (fairseq's decoder language token)", ("source", "target"))
     src_lang: str = _opt("en", "source language code", metavar="LANG")
     tgt_lang: str = _opt("de", "target language code", metavar="LANG")
     tokenizer: str = _opt(
@@ -276,6 +278,12 @@ class DecodeConfig:
                                 bounds=">= 0")
     max_output_len: int = _opt(0, "output at most this many tokens instead; 0: use --max-output-extra",
                               bounds=">= 0")
+    alternatives: int = _opt(
+        0, "the N most likely ways to go on at the first position after a prefix (--prefix; or at the "
+           "first position), each completed by the search, best first (CTranslate2's return_alternatives); "
+           "0: none", bounds=">= 0", metavar="N")
+    decoder_start: int = _opt(-1, "the decoder's first token: a multilingual model's target language "
+                                  "(language_token target); -1: <s>", flag=False, bounds=">= -1")
     temperature: float = _opt(0.0, "sample with this temperature instead of searching; 0: search",
                                bounds=">= 0")
     top_k: int = _opt(0, "when sampling, only from the k most probable tokens; 0: from all", bounds=">= 0")

@@ -287,7 +287,8 @@ def _tokenized(spec: str, data: cfg.DataConfig, tokenizer: Tokenizer, max_len: i
         corpus = load_corpus(spec, src, tgt)
         tokenized, name = tokenize(corpus, tokenizer, max_len), corpus.name
         if direction:
-            tokenized, name = multilingual.told(tokenized, tokenizer, direction), f"{name} {direction}"
+            tokenized = multilingual.told(tokenized, tokenizer, direction, data.language_token)
+            name = f"{name} {direction}"
     print(tokenized.summary(name))
     return tokenized
 

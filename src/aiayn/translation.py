@@ -20,8 +20,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
+import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,10 +31,12 @@ import torch
 
 from aiayn import allocator, checkpoint
 from aiayn import config as cfg
+from aiayn.decoding.constrained import Steer
 from aiayn.decoding.translator import Translation, translate_ids
 from aiayn.interop import marian
 from aiayn.model import Transformer
-from aiayn.text import blocks, documents, markup, segment
+from aiayn.text import blocks, documents, kept, markup, segment
+from aiayn.text.glossary import Glossary
 from aiayn.tokenizer import Tokenizer
 
 ENGINES = ("pytorch", "ctranslate2")
@@ -162,9 +165,10 @@ def load_translator(path: str | Path, *, engine: str | None = None, device: str 
 
         ct2 = CTranslate2Translator(path, device_.type, threads_, compute_type)
         defaults = cfg.build(cfg.DecodeConfig, {"penalty_form": "plain", **options}, "translator options")
-        translator = Translator(lambda ids, config, progress: ct2.translate(ids, config), defaults, None,
+        translator = Translator(lambda ids, config, progress, steers=None: ct2.translate(ids, config, steers),
+                                defaults, None,
                                 ct2.tokenizer, *ct2.languages, f"ctranslate2 {compute_type} {on}",
-                                ct2.max_source_len, pairs=ct2.pairs)
+                                ct2.max_source_len, pairs=ct2.pairs, language_token=ct2.language_token)
         return _in_direction(translator, src_lang, tgt_lang, zero_shot, path)
     if device_.type == "cpu":
         allocator.keep_freed_memory()  # a search's large tensors reuse freed memory (process-wide)
@@ -172,11 +176,13 @@ def load_translator(path: str | Path, *, engine: str | None = None, device: str 
     model, how, compiled = prepare(loaded.model.eval(), device_, dtype, int8, compile)
     defaults = cfg.build(cfg.DecodeConfig, {"compile": compiled, **options}, "translator options")
 
-    def run(ids: list[list[int]], config: cfg.DecodeConfig, progress: bool) -> list[list[Translation]]:
-        return translate_ids(model, loaded.tokenizer, ids, config, progress)
+    def run(ids: list[list[int]], config: cfg.DecodeConfig, progress: bool,
+            steers: list[Steer] | None = None) -> list[list[Translation]]:
+        return translate_ids(model, loaded.tokenizer, ids, config, progress, steers)
 
     translator = Translator(run, defaults, model, loaded.tokenizer, loaded.src_lang, loaded.tgt_lang,
-                            f"pytorch {how} {on}", max_source_len(loaded), pairs=loaded.data.pairs)
+                            f"pytorch {how} {on}", max_source_len(loaded), pairs=loaded.data.pairs,
+                            language_token=loaded.data.language_token)
     return _in_direction(translator, src_lang, tgt_lang, zero_shot, path)
 
 
@@ -241,8 +247,9 @@ def _engine_for(path: str | Path, kind: str, engine: str | None, compute_type: s
     return engine
 
 
-# (source ids of each sentence, without eos; search settings; progress bar) -> n-best translations
-Engine = Callable[[list[list[int]], cfg.DecodeConfig, bool], list[list[Translation]]]
+# (source ids of each sentence, without eos; search settings; progress bar; what each sentence's
+# translation must hold, or None) -> n-best translations
+Engine = Callable[[list[list[int]], cfg.DecodeConfig, bool, list[Steer] | None], list[list[Translation]]]
 
 
 # A text cut into sentences, that joins their translations back into a text: plain text with its
@@ -281,12 +288,14 @@ class Translator:
 
     def __init__(self, engine: Engine, defaults: cfg.DecodeConfig, model: Transformer | None,
                  tokenizer: Tokenizer, src_lang: str, tgt_lang: str, description: str,
-                 max_source_len: int = cfg.DataConfig().max_len, pairs: tuple[str, ...] = ()) -> None:
+                 max_source_len: int = cfg.DataConfig().max_len, pairs: tuple[str, ...] = (),
+                 language_token: str = "source") -> None:
         self._engine, self.defaults, self.model, self.tokenizer = engine, defaults, model, tokenizer
         self.src_lang, self.tgt_lang, self.description = src_lang, tgt_lang, description
         self.max_source_len = max_source_len  # source tokens of the longest sentence the model takes
         self.source_prefix: tuple[int, ...] = ()  # ids before every sentence: a direction's >>xx<< (towards)
         self.pairs = pairs  # a multilingual model's directions (SRC-TGT), else none
+        self.language_token = language_token  # where a multilingual model is told the target language
         self.zero_shot = False  # whether this direction is one the model was not trained on
         self._configs: dict[tuple[Any, ...], cfg.DecodeConfig] = {}  # `config`'s, by defaults and options
 
@@ -317,8 +326,17 @@ class Translator:
             raise cfg.ConfigError(f"the model's vocabulary has no piece >>{tgt_lang}<< to ask for {pair}")
         other = copy.copy(self)
         other.src_lang, other.tgt_lang, other.zero_shot = src_lang, tgt_lang, untrained
-        other.source_prefix, other._configs = (piece,), {}
+        other._configs = {}
+        if self.language_token == "target":  # the decoder's first token
+            other.defaults = dataclasses.replace(self.defaults, decoder_start=piece)
+        else:
+            other.source_prefix = (piece,)
         return other
+
+    @property
+    def start(self) -> int:
+        """The decoder's first token: <s>, or a multilingual model's target language (`towards`)."""
+        return self.defaults.decoder_start if self.defaults.decoder_start >= 0 else self.tokenizer.bos_id
 
     @property
     def compiled_steps(self) -> int:
@@ -361,14 +379,15 @@ class Translator:
             self._configs[key] = config
         return config
 
-    def segment(self, texts: Sequence[str], **options: Any) -> list[Segments]:
+    def segment(self, texts: Sequence[str], *, html: Collection[int] = (), **options: Any) -> list[Segments]:
         """Each text as `translate` cuts it into sentences (options: split, max_source_len), with their
-        source ids: a caller that needs them first (to check its limits, say) passes them back."""
+        source ids: a caller that needs them first (to check its limits, say) passes them back.
+        `html`: texts read as HTML whatever the format (`translate`'s keep)."""
         config = self.config(**options)
         limit = (config.max_source_len or self.max_source_len) - len(self.source_prefix)
         layouts: list[Layout] = [
-            markup.Document.parse(text, self.src_lang, config.split) if config.format == "html"
-            else segment.split(text, self.src_lang, config.split) for text in texts]
+            markup.Document.parse(text, self.src_lang, config.split) if config.format == "html" or i in html
+            else segment.split(text, self.src_lang, config.split) for i, text in enumerate(texts)]
         ids = iter(self.tokenizer.encode([sentence for p in layouts for sentence in p.sentences]))
         out = []
         for p in layouts:
@@ -380,26 +399,86 @@ class Translator:
         return out
 
     def translate(self, texts: Sequence[str], *, segments: Sequence[Segments] | None = None,
-                  attention: bool = False, progress: bool = False, **options: Any) -> list[Translation]:
+                  attention: bool = False, progress: bool = False, source: str | None = None,
+                  target: str | None = None, constraints: Sequence[Sequence[str]] | None = None,
+                  glossary: Glossary | Mapping[str, str] | None = None,
+                  prefix: str | Sequence[str] | None = None, keep: str | re.Pattern | None = None,
+                  **options: Any) -> list[Translation]:
         """The best translation of each text, in order (`attention`: with its attention weights).
-        `segments`: the texts as `segment` cut them, when the caller has them already."""
+        `segments`: the texts as `segment` cut them, when the caller has them already. `source`,
+        `target`: another direction of a multilingual model (`towards`), for this call.
+        `constraints`: for each text, phrases its translation must contain (a text of one sentence;
+        beam search); `glossary`: terms that must be translated so wherever they occur (a Glossary,
+        or a mapping of source term to target term), each a constraint of its sentence; `prefix`:
+        what each text's translation begins with (one for all, or one per text; with alternatives=N,
+        the N best ways to go on from it); `keep`: a pattern (regular expression) whose matches in
+        plain text come back as they are, where their words land (text/kept.py)."""
         if isinstance(texts, str):
             raise TypeError("translate takes a list of texts; wrap one text in a list")
+        direction = (source or self.src_lang, target or self.tgt_lang)
+        if direction != (self.src_lang, self.tgt_lang):
+            return self.towards(*direction, self.zero_shot).translate(
+                texts, segments=segments, attention=attention, progress=progress, constraints=constraints,
+                glossary=glossary, prefix=prefix, keep=keep, **options)
         if attention and self.model is None:
             raise cfg.ConfigError("attention weights come from the PyTorch model: use engine pytorch")
-        segments = self.segment(texts, **options) if segments is None else list(segments)
+        marked: set[int] = set()
+        if keep is not None and segments is None and self.config(**options).format == "text":
+            pattern = re.compile(keep) if isinstance(keep, str) else keep
+            marked = {i for i, text in enumerate(texts) if kept.marks(text, pattern)}
+            texts = [kept.to_html(text, pattern) if i in marked else text for i, text in enumerate(texts)]
+        segments = self.segment(texts, html=marked, **options) if segments is None else list(segments)
         if len(segments) != len(texts):
             raise ValueError(f"{len(segments)} segmented texts for {len(texts)} texts")
-        nbests = iter(self.search([ids for s in segments for ids in s.ids], progress=progress, **options))
-        return [self.assemble(s, [next(nbests) for _ in s.ids], attention) for s in segments]
+        steers = self.steers(segments, constraints, glossary, prefix)
+        nbests = iter(self.search([ids for s in segments for ids in s.ids], progress=progress,
+                                  steers=steers, **options))
+        done = [self.assemble(s, [next(nbests) for _ in s.ids], attention) for s in segments]
+        return [_plain(t) if i in marked else t for i, t in enumerate(done)]
 
-    def search(self, ids: Sequence[list[int]], *, progress: bool = False, **options: Any
-               ) -> list[list[Translation]]:
+    def search(self, ids: Sequence[list[int]], *, progress: bool = False,
+               steers: Sequence[Steer] | None = None, **options: Any) -> list[list[Translation]]:
         """The n-best list of each sentence, given as its source ids (without eos), best first. A
-        sentence's list does not depend on the others searched with it (decoding/translator.py)."""
+        sentence's list does not depend on the others searched with it (decoding/translator.py).
+        `steers`: what each sentence's translation must hold (constraints, a prefix; target ids)."""
         prefix = list(self.source_prefix)
         ids = [prefix + s if s else s for s in ids] if prefix else list(ids)  # an empty sentence stays empty
-        return self._engine(ids, self.config(**options), progress)
+        if steers is not None and not any(s.phrases or s.prefix for s in steers):
+            steers = None
+        return self._engine(ids, self.config(**options), progress, None if steers is None else list(steers))
+
+    def steers(self, segments: Sequence[Segments], constraints: Sequence[Sequence[str]] | None = None,
+               glossary: Glossary | Mapping[str, str] | None = None, prefix: str | Sequence[str] | None = None
+               ) -> list[Steer] | None:
+        """What each sentence of the texts `segments` (see `segment`) must hold in its translation,
+        target ids: its text's own constraints and prefix (the text must be one sentence), then the
+        glossary's terms found in the sentence; None for none at all (`search` takes them)."""
+        if constraints is None and glossary is None and not prefix:
+            return None
+        prefixes = [prefix] * len(segments) if isinstance(prefix, str) or prefix is None else list(prefix)
+        for name, given in (("constraints", constraints), ("prefixes", prefixes)):
+            if given is not None and len(given) != len(segments):
+                raise ValueError(f"{name} for {len(given)} texts, but {len(segments)} texts")
+        terms = None if glossary is None else Glossary.of(glossary)
+        phrases: list[list[str]] = []
+        starts: list[str] = []
+        for i, text in enumerate(segments):
+            given = [] if constraints is None else [str(c) for c in constraints[i]]
+            if (given or prefixes[i]) and len(text.ids) > 1:
+                raise cfg.ConfigError(f"text {i + 1} has {len(text.ids)} sentences; constraints and prefixes "
+                                      "apply to one sentence: give one sentence per text, or split=False "
+                                      "(--no-split)")
+            for j, sentence in enumerate(text.layout.sentences):
+                phrases.append((given if j == 0 else []) + (terms.targets(sentence) if terms else []))
+                starts.append((prefixes[i] or "") if j == 0 else "")
+        flat = [p for sentence in phrases for p in sentence]
+        encoded = iter(self.tokenizer.encode(flat, side="target"))
+        ids = [tuple(tuple(next(encoded)) for _ in sentence) for sentence in phrases]
+        for phrase, tokens in zip(flat, (p for sentence in ids for p in sentence), strict=True):
+            if not tokens:
+                raise cfg.ConfigError(f"the constraint {phrase!r} has no text to translate into")
+        begins = self.tokenizer.encode(starts, side="target")
+        return [Steer(p, tuple(b)) for p, b in zip(ids, begins, strict=True)]
 
     def assemble(self, segments: Segments, nbests: Sequence[list[Translation]], attention: bool = False
                  ) -> Translation:
@@ -414,7 +493,7 @@ class Translator:
             best = dataclasses.replace(best, alternatives=others)
             if attention:
                 best.attention = attention_view(self.model, self.tokenizer, sentence, best,
-                                                self.source_prefix)
+                                                self.source_prefix, self.start)
             sentences.append(best)
         return whole_text(sentences, lambda hyps: self._join(segments.layout, hyps))
 
@@ -428,7 +507,7 @@ class Translator:
         words aligned to it in the PyTorch model's cross-attention, else by its place in the sentence."""
         if self.model is not None and translation.tokens:
             view = translation.attention or attention_view(self.model, self.tokenizer, sentence, translation,
-                                                           self.source_prefix)
+                                                           self.source_prefix, self.start)
             source = blocks.token_spans(view.source[view.prefix:-1], sentence)
             target = blocks.token_spans(view.target_out[:-1], translation.text)
             if source is not None and target is not None:
@@ -443,17 +522,32 @@ class Translator:
         translations = self.translate(document.texts, progress=progress, **options)
         return document.write([t.text for t in translations])
 
-    def translate_stream(self, lines: Iterable[str], *, chunk: int = CHUNK, progress: bool = False,
-                         **options: Any) -> Iterator[Translation]:
+    def translate_stream(self, lines: Iterable[str | tuple[str, Sequence[str]]], *, chunk: int = CHUNK,
+                         progress: bool = False, glossary: Glossary | Mapping[str, str] | None = None,
+                         prefix: str | None = None, keep: str | re.Pattern | None = None, **options: Any
+                         ) -> Iterator[Translation]:
         """The translation of each line as it comes, holding `chunk` lines at a time (sorted by length
         into batches within a chunk), so a file or a pipe of any length translates in bounded memory.
-        The first chunk is smaller (FIRST_CHUNK lines), so the first lines come out soon."""
+        The first chunk is smaller (FIRST_CHUNK lines), so the first lines come out soon. A line may
+        be a pair (text, constraints): phrases its translation must contain; `glossary`, `prefix`,
+        `keep`: as `translate` takes them, for every line."""
         options = dataclasses.asdict(self.config(**options))  # checked before the first line is read
+        terms = None if glossary is None else Glossary.of(glossary)
         iterator = iter(lines)
         size = min(chunk, FIRST_CHUNK)
         while batch := list(itertools.islice(iterator, size)):
-            yield from self.translate(batch, progress=progress, **options)
+            texts = [line if isinstance(line, str) else line[0] for line in batch]
+            constraints = None if all(isinstance(line, str) for line in batch) else \
+                [() if isinstance(line, str) else line[1] for line in batch]
+            yield from self.translate(texts, progress=progress, constraints=constraints, glossary=terms,
+                                      prefix=prefix, keep=keep, **options)
             size = chunk
+
+
+def _plain(translation: Translation) -> Translation:
+    """A translation of text with kept spans (text/kept.py) as plain text, its alternatives too."""
+    return dataclasses.replace(translation, text=kept.from_html(translation.text),
+                               alternatives=[_plain(t) for t in translation.alternatives])
 
 
 def whole_text(sentences: list[Translation], join: Callable[[list[Translation]], str]) -> Translation:
@@ -506,13 +600,14 @@ def alignment(view: AttentionView) -> list[int]:
 
 @torch.no_grad()
 def attention_view(model: Transformer, tokenizer: Tokenizer, sentence: str, translation: Translation,
-                   prefix: tuple[int, ...] = ()) -> AttentionView:
+                   prefix: tuple[int, ...] = (), start: int | None = None) -> AttentionView:
     """Every layer's and head's attention weights for `translation` of `sentence`: the translation run
     once more through the model with teacher forcing (`Transformer.attention_maps`; the cached
-    step-by-step decoder computes the same weights)."""
+    step-by-step decoder computes the same weights). `prefix`: the source's first ids, `start` the
+    decoder's (default bos): a multilingual model's target language."""
     c = model.config
     src_ids = [*prefix, *tokenizer.encode([sentence])[0], c.eos_id]
-    tgt_in = [c.bos_id] + translation.tokens
+    tgt_in = [c.bos_id if start is None else start] + translation.tokens
     device = next(model.parameters()).device
     src, tgt = torch.tensor([src_ids], device=device), torch.tensor([tgt_in], device=device)
     _, maps = model.attention_maps(src, tgt)

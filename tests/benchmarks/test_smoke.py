@@ -58,3 +58,13 @@ def test_zero_shot_benchmark_runs_both_ways_on_a_small_multilingual_model(data_d
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| direction | zero-shot BLEU | chrF | s | through en BLEU |" in done.stdout
     assert "| de->cs | " in done.stdout
+
+
+def test_constraints_benchmark_measures_constraints_and_a_glossary(trained_run):
+    """`constraints.py MODEL`: constraints drawn from the references all appear; a Dice glossary."""
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "constraints.py"), str(trained_run), "--test",
+                           "synthetic:reverse:val", "--train", "synthetic:reverse:val", "--limit", "20"],
+                          capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| 1 per sentence | " in done.stdout and "| 3 per sentence | " in done.stdout
+    assert "| with | " in done.stdout

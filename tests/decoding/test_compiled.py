@@ -297,3 +297,19 @@ def test_a_batch_beyond_the_compiled_step_searches_eagerly_with_the_models_own_h
         src, limits = random_ids(3, 5), torch.tensor([12, 12, 12])
     assert_same_beam(model, src, limits)
     assert graphs(model) == []  # nothing compiled: every step was eager
+
+
+def test_constrained_beam_search_compiled_finds_what_it_finds_eagerly():
+    """The compiled step gives the log-probabilities; the constraints choose among them as eagerly."""
+    from aiayn.decoding.constrained import Constraints, Steer
+
+    model = one_layer_model()
+    src, limits = random_ids(3, 6, seed=5), torch.tensor([9, 9, 9])
+    steers = [Steer(((7, 8),)), Steer(), Steer(((9,), (10, 11)), prefix=(12,))]
+    eager = beam_search(model, src, 2, 2, max_lengths=limits, constraints=Constraints(steers))
+    compiled = beam_search(model, src, 2, 2, max_lengths=limits, step=CompiledStep(model),
+                           constraints=Constraints(steers))
+    assert [[h.tokens for h in hyps] for hyps in compiled] == [[h.tokens for h in hyps] for hyps in eager]
+    assert [h.score for hyps in compiled for h in hyps] == \
+        pytest.approx([h.score for hyps in eager for h in hyps], abs=1e-4)
+    assert eager[2][0].tokens[0] == 12 and {9, 10} <= set(eager[2][0].tokens)

@@ -100,3 +100,52 @@ def test_export_refuses_other_files_names_and_models_in_one_line(trained_run, se
         argos.export(model, tokenizer, tmp_path / "separate.argosmodel", ("en", "de"))
     assert main(["export", "argos", str(trained_run), str(notes), "--force"]) == 0
     assert argos.is_package(notes)
+
+
+# Installs every package given, then translates the JSON list of texts on stdin into each target.
+ARGOS_EACH = """
+import json, sys
+from pathlib import Path
+from argostranslate import package, translate
+for path in sys.argv[1:]:
+    package.install_from_path(Path(path))
+texts, out = json.load(sys.stdin), {}
+for pkg in package.get_installed_packages():
+    translation = translate.get_translation_from_codes(pkg.from_code, pkg.to_code)
+    out[f"{pkg.from_code}-{pkg.to_code}"] = [translation.translate(text) for text in texts]
+print(json.dumps(out))
+"""
+
+
+def test_a_multilingual_model_exports_one_package_per_direction_that_argos_translates_as_aiayn(
+        data_dir, tmp_path):
+    """--language-token target: each package is the whole model with its direction's piece as the
+    target prefix, which Argos Translate gives CTranslate2 to start the decoder with."""
+    from tests.conftest import multiway_files
+
+    corpus, run, out = str(multiway_files(tmp_path / "valid")), tmp_path / "run", tmp_path / "packages"
+    assert main(["train", "--preset", "tiny", "--vocab-size", "700", "--batch-tokens", "1024",
+                 "--threads", "1", "--train", corpus, "--valid", corpus, "--pairs", "en-de,en-cs",
+                 "--language-token", "target", "--max-steps", "2", "--save-every", "0",
+                 "--out", str(run)]) == 0
+    assert main(["export", "argos", str(run), str(out)]) == 0
+    packages = sorted(out.iterdir())
+    assert [p.name for p in packages] == ["en_cs.argosmodel", "en_de.argosmodel"]
+    with zipfile.ZipFile(packages[0]) as z:
+        assert json.loads(z.read("translate-en_cs-1_0/metadata.json"))["target_prefix"] == ">>cs<<"
+    sources = load_corpus(corpus, "en", "de").source[:10]
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data"),
+           "XDG_CACHE_HOME": str(tmp_path / "cache"), "ARGOS_CHUNK_TYPE": "SPACY",
+           "ARGOS_COMPUTE_TYPE": "float32"}
+    done = subprocess.run([sys.executable, "-c", ARGOS_EACH, *map(str, packages)], input=json.dumps(sources),
+                          env=env, capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    theirs = json.loads(done.stdout)
+    for tgt, package in zip(("cs", "de"), packages, strict=True):  # aiayn on the package's own model/
+        with zipfile.ZipFile(package) as z:
+            z.extractall(tmp_path / "unpacked")
+        model = tmp_path / "unpacked" / f"translate-en_{tgt}-1_0" / "model"
+        ours = load_translator(model, tgt_lang=tgt, beam_size=argos.BEAM_SIZE, compute_type="float32",
+                               length_penalty=argos.LENGTH_PENALTY, max_output_len=256)  # CTranslate2's
+        assert (ours.pairs, ours.start) == ((f"en-{tgt}",), ours.tokenizer.language_id(tgt))
+        assert theirs[f"en-{tgt}"] == [t.text for t in ours.translate(sources)]

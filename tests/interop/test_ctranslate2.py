@@ -92,3 +92,25 @@ def test_what_ctranslate2_cannot_represent_is_a_clear_error(tmp_path):
         export(tiny_model(relative_positions=4), tokenizer, tmp_path / "a")
     with pytest.raises(ValueError, match="supports sinusoidal positions only, not learned"):
         export(tiny_model(positional="learned"), tokenizer, tmp_path / "b")
+
+
+def test_a_prefix_and_alternatives_on_ctranslate2_as_on_pytorch(trained_run, tmp_path):
+    """CTranslate2's target_prefix and return_alternatives give what aiayn's search does: the same
+    tokens after the same prefix, the same alternatives (beam 4, the plain length penalty)."""
+    from aiayn.translation import load_translator
+
+    assert main(["export", "ctranslate2", str(trained_run), str(tmp_path / "ct2")]) == 0
+    options = {"beam_size": 4, "penalty_form": "plain"}
+    ours = load_translator(trained_run, device="cpu", **options)
+    theirs = load_translator(tmp_path / "ct2", compute_type="float32", **options)
+    texts = ["a b c d", "e f g h i", "j k"]
+    for engine in (ours, theirs):
+        found = engine.translate(texts, prefix="z")
+        assert all(t.text.startswith("z") for t in found)
+    assert [t.tokens for t in theirs.translate(texts, prefix="z")] == \
+        [t.tokens for t in ours.translate(texts, prefix="z")]
+    mine, its = (e.translate(["a b c d"], prefix="d", alternatives=3)[0] for e in (ours, theirs))
+    every = [{tuple(t.tokens) for t in [best, *best.alternatives]} for best in (mine, its)]
+    assert every[0] == every[1] and len(every[0]) == 3
+    with pytest.raises(Exception, match="CTranslate2 has no constrained search"):
+        theirs.translate(["a b c"], constraints=[["z"]])

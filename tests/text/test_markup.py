@@ -289,3 +289,38 @@ def test_an_entity_is_not_spread_over_other_words():
     unended = Document.parse("<p>It costs &#8364<b>5</b> now.</p>", "en")  # "&#8364" ends at the tag
     out = unended.join(["It costs \u20ac5 now."], "de", lambda i: proportional(len(unended.sentences[i]), 20))
     assert html.unescape(re.sub("<[^>]*>", "", out)) == "It costs \u20ac5 now."
+
+
+@st.composite
+def page_with_kept_elements(draw):
+    """HTML whose blocks hold elements not to translate (translate="no", class "notranslate" among
+    others), as blocks of their own and inline inside sentences; -> (page, the kept elements)."""
+    blocks, kept = [], []
+    for _ in range(draw(st.integers(1, 4))):
+        words = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=8))
+        marker = draw(st.sampled_from(['translate="no"', 'class="notranslate"', 'class="x notranslate y"',
+                                       'translate="NO"']))
+        inner = " ".join(written for _, written in draw(st.lists(spelled_word(), min_size=1, max_size=3)))
+        tag = draw(st.sampled_from(["span", "b", "code", "div", "p"]))
+        element = f"<{tag} {marker}>{inner} &lt;x&gt;</{tag}>"
+        kept.append(element)
+        if tag in ("div", "p"):  # a block of its own
+            blocks.append(f"<p>{' '.join(words)}.</p>{element}")
+        else:
+            k = draw(st.integers(0, len(words)))
+            blocks.append(f"<p>{' '.join(words[:k] + [element] + words[k:])}.</p>")
+    return "<div>\n" + "\n".join(blocks) + "\n</div>", kept
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=page_with_kept_elements(), seed=st.integers(0, 2**16))
+def test_elements_not_to_translate_come_back_byte_for_byte(case, seed):
+    """Whatever the translation of the sentences around them, every translate="no" or notranslate
+    element is written back exactly as the source wrote it, once."""
+    page, kept = case
+    rng = random.Random(seed)
+    doc = Document.parse(page, "en")
+    translations = [" ".join(rng.sample(s.split(), len(s.split()))[::-1]) + "!" for s in doc.sentences]
+    out = doc.join(translations, "de", lambda i: proportional(len(doc.sentences[i]), translations[i]))
+    for element in kept:
+        assert out.count(element) == page.count(element), (element, out)

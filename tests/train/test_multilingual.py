@@ -2,15 +2,18 @@
 the target language's piece before every source sentence, the directions sampled by temperature
 and validated one by one."""
 
+import importlib.util
 import json
 
+import numpy as np
 import pytest
+import torch
 
 from aiayn import checkpoint
 from aiayn.cli import main
 from aiayn.config import ConfigError
 from aiayn.data import multi30k
-from aiayn.data.batching import TokenizedCorpus
+from aiayn.data.batching import TokenizedCorpus, collate
 from aiayn.data.multilingual import Direction, told
 from aiayn.data.readers import DataError
 from aiayn.tokenizer import Tokenizer
@@ -239,3 +242,66 @@ def test_a_marian_model_with_one_target_piece_stays_bilingual(tmp_path):
     hf = marian.save_marian(model, tokenizer, tmp_path / "m", "en", "de")
     translator = load_translator(hf, device="cpu", beam_size=1, max_output_len=3)
     assert translator.pairs == () and translator.source_prefix == ()
+
+
+def test_told_in_the_target_each_target_starts_with_its_language_which_starts_the_decoder():
+    """--language-token target: the piece begins every target; `collate` feeds it in place of <s>
+    and never asks the model to predict it."""
+    tokenizer = Tokenizer.learn_languages({"en": ["a dog runs"] * 20, "de": ["ein hund rennt"] * 20}, 300)
+    corpus = TokenizedCorpus(tokenizer.encode(["a dog", "a cat"]), tokenizer.encode(["ein hund", "eine"]))
+    into_german = told(corpus, tokenizer, Direction("en", "de"), "target")
+    de, t = tokenizer.language_id("de"), tokenizer
+    assert into_german.source == corpus.source and [s[0] for s in into_german.target] == [de, de]
+    batch = collate(np.arange(2), into_german, t.pad_id, None, t.eos_id)
+    plain = collate(np.arange(2), corpus, t.pad_id, t.bos_id, t.eos_id)
+    assert batch.tgt_in[:, 0].tolist() == [de, de] and plain.tgt_in[:, 0].tolist() == [t.bos_id] * 2
+    assert torch.equal(batch.tgt_in[:, 1:], plain.tgt_in[:, 1:])  # then the same words
+    assert torch.equal(batch.tgt_out, plain.tgt_out) and batch.n_tgt_tokens == plain.n_tgt_tokens
+
+
+def test_a_model_told_in_the_target_starts_its_decoder_with_the_language_asked(small_valid, tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs",
+                 "--language-token", "target", "--max-steps", "2", "--valid-every", "2", "--bleu-every", "2",
+                 "--bleu-beam", "1", "--out", str(run)]) == 0
+    assert set(records(run, "bleu")[-1]["directions"]) == {"en-de", "en-cs"}
+    translator = load_translator(run, device="cpu", tgt_lang="cs", beam_size=2, max_output_len=3)
+    tokenizer, cs = translator.tokenizer, translator.tokenizer.language_id("cs")
+    first, encoded = [], []
+    decode, encode = translator.model.decode, translator.model.encode
+    translator.model.decode = lambda tgt, *a, **k: first.append(tgt[:, 0].tolist()) or decode(tgt, *a, **k)
+    translator.model.encode = lambda src, *a, **k: encoded.append(src[0].tolist()) or encode(src, *a, **k)
+    czech = translator.translate(["A dog runs."], attention=True)[0]
+    translator.model.decode, translator.model.encode = decode, encode
+    assert first[0] == [cs] and translator.start == cs  # the decoder starts with >>cs<<, one row
+    assert encoded[0][:-1] == tokenizer.encode(["A dog runs."])[0]  # the source has no piece
+    assert czech.attention.prefix == 0 and czech.attention.target_in[0] == ">>cs<<"
+    assert ">>" not in czech.text
+    german = translator.towards("en", "de")
+    assert german.start == tokenizer.language_id("de") and german.source_prefix == ()
+    sentence = ["A dog runs."]
+    assert translator.translate(sentence, target="de")[0].tokens == german.translate(sentence)[0].tokens
+    with pytest.raises(ConfigError, match="has no direction en-fr"):
+        translator.translate(["A dog runs."], target="fr")
+    from aiayn.explain import explain
+
+    data = explain(translator, "A dog runs.", beam_size=2)
+    assert data["target"]["pieces"][0] == ">>cs<<" and data["translation"] == czech.text
+    capsys.readouterr()
+    assert main(["info", str(run)]) == 0
+    assert "directions: en-de, en-cs (target language told in the target" in capsys.readouterr().out
+    assert main(["convert", "to-marian", str(run), str(tmp_path / "marian")]) == 2
+    err = capsys.readouterr().err
+    assert "--language-token target" in err and len(err.strip().splitlines()) == 1, err
+    if importlib.util.find_spec("ctranslate2") is None:
+        return
+    # CTranslate2 takes the piece as a one-token target prefix, starts from it and leaves it out.
+    assert main(["export", "ctranslate2", str(run), str(tmp_path / "ct2")]) == 0
+    sources = multi30k.load("val", "en", "de").source[:20]
+    for tgt in ("de", "cs"):
+        ours = load_translator(run, device="cpu", tgt_lang=tgt, beam_size=2, max_output_len=6,
+                               penalty_form="plain")  # CTranslate2's
+        theirs = load_translator(tmp_path / "ct2", tgt_lang=tgt, beam_size=2, max_output_len=6,
+                                 compute_type="float32")
+        assert theirs.start == tokenizer.language_id(tgt)
+        assert [t.tokens for t in theirs.translate(sources)] == [t.tokens for t in ours.translate(sources)]

@@ -20,7 +20,8 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("sentence", help="the sentence to translate")
     p.add_argument("--out", default="attention", metavar="DIR",
                    help="directory for the pictures (default: attention)")
-    add_inference_options(p, exclude=("nbest", "batch_size", "batch_by", "compile"))  # one sentence
+    add_inference_options(p, exclude=("nbest", "alternatives", "batch_size", "batch_by",
+                                       "compile"))  # one sentence
 
 
 def run(args: argparse.Namespace) -> int:

@@ -35,7 +35,7 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--tokenize", choices=("auto", *evaluate.TOKENIZERS), default="auto",
                    help="sacreBLEU's tokeniser for BLEU; auto (default): by the target language, zh for "
                         "Chinese, ja-mecab and ko-mecab for Japanese and Korean, 13a for the others")
-    add_inference_options(p, exclude=("nbest",))  # the best translation is scored
+    add_inference_options(p, exclude=("nbest", "alternatives"))  # the best translation is scored
     # A test set is aligned by line: each line is one segment, as the references are.
     change_default(p, "split", False, "cut each line into its sentences, translate those and join them "
                                       "back; --no-split: each line is one segment, as its reference is")

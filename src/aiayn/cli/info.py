@@ -28,6 +28,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"checkpoint: {loaded.path}")
         if loaded.train.init_from:
             print(f"started from: {loaded.train.init_from} (weights sha256 {loaded.train.init_sha256})")
+        if loaded.data.pairs:
+            print(f"directions: {', '.join(loaded.data.pairs)} (target language told in the "
+                  f"{loaded.data.language_token}: >>xx<<)")
     else:
         model = Transformer(cfg.model_config(args.preset, **given(args, cfg.ModelConfig)))
         print(f"preset: {args.preset}")

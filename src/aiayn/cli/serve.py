@@ -30,7 +30,8 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                    help=f"accept requests with this key only (repeatable; also the environment variable "
                         f"{API_KEYS_VARIABLE}, keys separated by commas); default: no key needed")
     add_config_options(p, cfg.ServeConfig, "service")
-    add_inference_options(p, exclude=("batch_size", "batch_by", "seed", "temperature", "top_k"))
+    add_inference_options(p, exclude=("batch_size", "batch_by", "seed", "temperature", "top_k",
+                                       "alternatives"))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -10,9 +11,11 @@ from typing import TextIO
 
 from aiayn.checkpoint import CheckpointError
 from aiayn.cli.options import add_direction_options, add_inference_options, translator_for
+from aiayn.config import ConfigError
 from aiayn.data.readers import DataError, decode_lines, iter_lines
 from aiayn.files import check_writable, write_atomically
 from aiayn.text import documents
+from aiayn.text.glossary import Glossary
 from aiayn.translation import CHUNK, Translation, model_format
 
 
@@ -36,6 +39,19 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--output", "-o", metavar="FILE",
                    help="where to write translations (default: standard output; for a .docx input, "
                         "INPUT-STEM.TARGET.docx beside it)")
+    p.add_argument("--constraints", action="store_true",
+                   help="each input line is a sentence, then TAB-separated phrases its translation must "
+                        "contain (fairseq's form: SOURCE<TAB>PHRASE<TAB>PHRASE); lines are not split "
+                        "into sentences; constrained beam search (docs/text.md)")
+    p.add_argument("--prefix", metavar="TEXT",
+                   help="what every translation begins with; it goes on from there (with --alternatives N: "
+                        "the N best ways to go on, N lines per input in the --nbest format)")
+    p.add_argument("--keep", metavar="REGEX",
+                   help="spans of plain text that match this regular expression (placeholders such as "
+                        "'\\{[^}]*\\}', code, names) come back as they are, where their words land")
+    p.add_argument("--glossary", metavar="FILE",
+                   help="a glossary, SOURCE TERM<TAB>TARGET TERM per line: every term found in a sentence "
+                        "(whole words, the file's case) is translated as the file says (a constraint)")
     add_direction_options(p)
     add_inference_options(p)
 
@@ -51,12 +67,20 @@ def run(args: argparse.Namespace) -> int:
         args.compile = True
         print(f"aiayn: {args.input} has {LONG_INPUT:,} lines or more: the decoder step is compiled, which "
               "repays itself on such a file (--no-compile: never)", file=sys.stderr)
+    glossary = Glossary.read(args.glossary) if args.glossary else None  # before the model loads
+    keep = _pattern(args.keep)
+    if args.constraints:
+        args.split = False
     translator = translator_for(args)
     lines, chunk = _lines(args)
-    nbest = translator.defaults.nbest
+    if args.constraints:
+        lines = (_constrained(line) for line in lines)
+    nbest = translator.defaults.alternatives or translator.defaults.nbest
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     try:
-        for i, translation in enumerate(translator.translate_stream(lines, chunk=chunk, progress=True)):
+        for i, translation in enumerate(translator.translate_stream(lines, chunk=chunk, progress=True,
+                                                                    glossary=glossary, prefix=args.prefix,
+                                                                    keep=keep)):
             write_translation(out, i, translation, nbest)
             out.flush()
     finally:
@@ -89,15 +113,32 @@ def _long(path: str) -> bool:
         return False
 
 
+def _pattern(regex: str | None) -> re.Pattern | None:
+    try:
+        return None if regex is None else re.compile(regex)
+    except re.error as e:
+        raise ConfigError(f"--keep {regex!r} is not a regular expression: {e}") from None
+
+
+def _constrained(line: str) -> tuple[str, list[str]]:
+    """SOURCE<TAB>PHRASE<TAB>... -> the sentence and its constraints."""
+    text, *phrases = line.split("\t")
+    return text, [p for p in phrases if p.strip()]
+
+
 def _translate_file(args: argparse.Namespace) -> int:
     """A file translated as a whole, its structure kept (text/documents.py)."""
     source = Path(args.input)
     if not source.is_file():
         raise DataError(f"{source}: no such file")
+    if args.constraints or args.prefix:
+        flag = "--constraints" if args.constraints else "--prefix"
+        raise DataError(f"{source}: {flag} applies to lines of text, not to a {source.suffix} file")
     data = source.read_bytes()
     documents.read(data, str(source))  # a broken file fails before the model loads
+    glossary = Glossary.read(args.glossary) if args.glossary else None
     translator = translator_for(args)
-    out = translator.translate_file(data, str(source), progress=True)
+    out = translator.translate_file(data, str(source), progress=True, glossary=glossary)
     if args.output or source.suffix.lower() == ".docx":
         target = Path(args.output) if args.output else source.with_suffix(f".{translator.tgt_lang}.docx")
         check_writable(target)

@@ -108,12 +108,18 @@ class Batch:
                      self.tgt_out.to(device, non_blocking=True), self.n_tgt_tokens)
 
 
-def collate(indices: np.ndarray, corpus: TokenizedCorpus, pad_id: int, bos_id: int, eos_id: int) -> Batch:
-    """Pad the pairs `indices` into one batch."""
+def collate(indices: np.ndarray, corpus: TokenizedCorpus, pad_id: int, bos_id: int | None, eos_id: int
+            ) -> Batch:
+    """Pad the pairs `indices` into one batch. `bos_id` None: each target's first token is the
+    decoder's start instead (a multilingual target language, data/multilingual.py), not predicted."""
     sources = [corpus.source[i] + [eos_id] for i in indices]
     targets = [corpus.target[i] for i in indices]
     src = pad(sources, pad_id)
-    tgt_in = pad([[bos_id] + t for t in targets], pad_id)
+    if bos_id is None:
+        starts, targets = [t[:1] for t in targets], [t[1:] for t in targets]
+    else:
+        starts = [[bos_id]] * len(targets)
+    tgt_in = pad([s + t for s, t in zip(starts, targets, strict=True)], pad_id)
     tgt_out = pad([t + [eos_id] for t in targets], pad_id)
     return Batch(src, tgt_in, tgt_out, sum(len(t) + 1 for t in targets))
 

@@ -6,9 +6,11 @@ Each direction SRC-TGT of `--pairs` reads every `--train` corpus in that directi
 corpus such as Multi30k serves every pair of its languages; files as PREFIX.SRC and PREFIX.TGT).
 One joint vocabulary is learned over all the languages, on as many sentences of each
 (`Tokenizer.learn_languages`), with a piece per language, `>>fr<<`. The model is told the target
-language by that piece as the first token of the source (`language_token = "source"`, as Johnson et
-al. and the multi-target OPUS-MT models do). The directions are sampled with a temperature
-(`mixing.Mix`), and validated one by one.
+language by that piece: as the first token of the source (`language_token = "source"`, as Johnson et
+al. and the multi-target OPUS-MT models do), or as the decoder's first token, in place of <s>
+(`"target"`, fairseq's decoder language token): a target then begins with the piece, which `collate`
+feeds as the decoder's start and never asks the model to predict. The directions are sampled with a
+temperature (`mixing.Mix`), and validated one by one.
 """
 
 from __future__ import annotations
@@ -35,11 +37,16 @@ class Direction:
         return f"{self.src}-{self.tgt}"
 
 
-def told(corpus: TokenizedCorpus, tokenizer: Tokenizer, direction: Direction) -> TokenizedCorpus:
-    """`corpus` with its target language's piece before every source sentence."""
+def told(corpus: TokenizedCorpus, tokenizer: Tokenizer, direction: Direction, where: str = "source"
+         ) -> TokenizedCorpus:
+    """`corpus` with its target language's piece before every sentence of side `where` (source, target)."""
     lang = target_piece(tokenizer, direction)
-    return TokenizedCorpus([[lang, *s] for s in corpus.source], corpus.target, corpus.dropped_empty,
-                           corpus.dropped_long)
+    source, target = corpus.source, corpus.target
+    if where == "source":
+        source = [[lang, *s] for s in source]
+    else:
+        target = [[lang, *t] for t in target]
+    return TokenizedCorpus(source, target, corpus.dropped_empty, corpus.dropped_long)
 
 
 def target_piece(tokenizer: Tokenizer, direction: Direction) -> int:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from aiayn.decoding.constrained import Constraints
 from aiayn.decoding.steps import Hypothesis, Step, max_output_lengths, output_tokens
 from aiayn.model import Transformer
 
@@ -133,11 +134,15 @@ class BeamStep:
 @torch.inference_mode()
 def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int = 1, alpha: float = 0.6,
                 penalty: str = "gnmt", max_lengths: Tensor | None = None, step: Step | None = None,
-                watch: Callable[[BeamStep], None] | None = None) -> list[list[Hypothesis]]:
+                watch: Callable[[BeamStep], None] | None = None, start: int | None = None,
+                constraints: Constraints | None = None) -> list[list[Hypothesis]]:
     """The `nbest` best hypotheses (best first) for each of the B sentences of `src` (B, S).
 
     `step`: how the decoder steps run (default: the model's own; `compiled.CompiledStep`).
-    `watch`: called after every step with what it did (`BeamStep`)."""
+    `watch`: called after every step with what it did (`BeamStep`).
+    `start`: the decoder's first token (default: bos; a multilingual model's target language).
+    `constraints`: phrases each sentence's translation must contain, and tokens it must begin with
+    (constrained.py)."""
     if not 1 <= nbest <= beam_size:
         raise ValueError(f"nbest={nbest} must be between 1 and the beam size {beam_size}")
     c, k, n, step = model.config, beam_size, src.size(0), step or Step(model)
@@ -152,17 +157,25 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
     src, limits, cache = step.start(src, max_lengths, capacity=width)
     b = src.size(0)
     active = torch.arange(b, device=device)  # sentences still searching; `limits`, `src` follow them
+    if constraints is not None:
+        constraints.start(b, k)
     scores = torch.full((b, k), NEG_INF, device=device)
     scores[:, 0] = 0.0  # expand only the first of the equal beams
-    tokens = torch.full((b, k, 1), c.bos_id, dtype=torch.long, device=device)  # live, (B, K, L)
+    tokens = torch.full((b, k, 1), c.bos_id if start is None else start, dtype=torch.long,
+                        device=device)  # live, (B, K, L)
     last = tokens[:, 0, 0]  # (B*R,): each decoder row's last token
     final = Finished(b, k, width, c.pad_id, device)
     beam_rows = torch.arange(b, device=device)[:, None] * k  # (B, 1): each sentence's first row
 
     for position in range(width - 1):
         at_limit = limits <= position  # (B,): max_lengths tokens made, eos must follow
-        cand_scores, cand_beams, cand_tokens, ended, kept, scores, beams, new = step.scored(
-            last, src, cache, candidates, scores, at_limit, only_eos)  # (B, 2K) x 3, (B, K) x 5
+        if constraints is None:
+            cand_scores, cand_beams, cand_tokens, ended, kept, scores, beams, new = step.scored(
+                last, src, cache, candidates, scores, at_limit, only_eos)  # (B, 2K) x 3, (B, K) x 5
+        else:
+            cand_scores, cand_beams, cand_tokens, ended, kept, scores, beams, new = constraints.choose(
+                step.log_probs(last, src, cache), scores, at_limit, only_eos, c.eos_id, position)
+            constraints.follow()
 
         # Candidates ending in eos among the first K ranks are finished; the best K others live on.
         lp = _penalty(position + 1, alpha, penalty)
@@ -185,6 +198,8 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
                 x[keep] for x in (active, limits, scores, tokens, new, done))
             src, beam_rows = src.index_select(0, keep), beam_rows[:len(keep)]
             cache.select(keep)
+            if constraints is not None:
+                constraints.select(keep)
         scores.masked_fill_(done[:, None], NEG_INF)  # finished ones that stay: nothing they make is kept
         last = new.flatten()  # (B*K,)
     return final.best(nbest, c.eos_id, c.pad_id)[:n]
@@ -226,7 +241,7 @@ class Finished:
         results = []
         for scores, log_probs, tokens in zip(self.scores.tolist(), self.log_probs.tolist(),
                                              self.tokens.tolist(), strict=True):
-            results.append([Hypothesis(output_tokens(row[1:], eos_id, pad_id), s, lp)  # row[0]: bos
+            results.append([Hypothesis(output_tokens(row[1:], eos_id, pad_id), s, lp)  # row[0]: the start
                             for s, lp, row in zip(scores[:nbest], log_probs[:nbest], tokens, strict=False)
                             if s > NEG_INF])
         return results

@@ -15,13 +15,14 @@ from aiayn.model import Transformer
 @torch.inference_mode()
 def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = None,
                   temperature: float = 0.0, top_k: int = 0, generator: torch.Generator | None = None,
-                  step: Step | None = None) -> list[Hypothesis]:
+                  step: Step | None = None, start: int | None = None) -> list[Hypothesis]:
     """The most probable next token at each step for (B, S) source ids -> one hypothesis each.
 
     With `temperature` > 0 the next token is sampled instead, from softmax(logits / temperature),
     restricted to the `top_k` most probable tokens when `top_k` > 0.
     A sentence stops at eos or after its maximum length; the loop stops when all have stopped.
     `step`: how the decoder steps run (default: the model's own; `compiled.CompiledStep`).
+    `start`: the decoder's first token (default: bos; a multilingual model's target language).
     """
     c, step = model.config, step or Step(model)
     max_lengths = max_output_lengths(src, c.pad_id) if max_lengths is None else max_lengths
@@ -31,7 +32,8 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
     outputs = torch.full((b, steps), c.pad_id, dtype=torch.long, device=src.device)  # (B, L)
     total = torch.zeros(b, device=src.device)  # log-probability of each output so far
     active = torch.arange(b, device=src.device)  # the B' rows still decoding
-    tokens = torch.full((b,), c.bos_id, dtype=torch.long, device=src.device)  # last token per row, (B',)
+    first = c.bos_id if start is None else start
+    tokens = torch.full((b,), first, dtype=torch.long, device=src.device)  # last token per row, (B',)
     done = max_lengths <= 0  # (B',)
     for position in range(steps):
         logits, normaliser = step.logits(tokens, src, cache)  # (B', V), (B', 1)

@@ -8,17 +8,20 @@ others share its batch.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from tqdm import tqdm
 
-from aiayn.config import DecodeConfig
+from aiayn.config import ConfigError, DecodeConfig
 from aiayn.data.batching import pad
 from aiayn.decoding import packages
 from aiayn.decoding.beam import beam_search
 from aiayn.decoding.compiled import CompiledStep
+from aiayn.decoding.constrained import Constraints, Steer
 from aiayn.decoding.greedy import greedy_search
 from aiayn.decoding.steps import Hypothesis, Step, output_limits
 from aiayn.model import Transformer
@@ -39,26 +42,38 @@ class Translation:
 
 
 def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
-           generator: torch.Generator | None = None) -> list[list[Hypothesis]]:
-    """The one place that picks the search: sampling, greedy (beam 1) or beam search."""
+           generator: torch.Generator | None = None, steers: Sequence[Steer] | None = None
+           ) -> list[list[Hypothesis]]:
+    """The one place that picks the search: sampling, greedy (beam 1) or beam search; `steers`: what
+    each sentence's translation must hold (phrases, a prefix: beam search only)."""
     limits = output_limits(model, src, config.max_output_extra, config.max_output_len)
+    constraints = None
+    if steers is not None and any(s.phrases or s.prefix for s in steers):
+        if config.temperature > 0 or config.beam_size == 1:
+            raise ConfigError("constraints and prefixes need beam search: a beam size of 2 or more, and "
+                              "no --temperature")
+        constraints = Constraints(steers, src.device)
+        prefixes = torch.tensor([len(s.prefix) for s in steers], device=limits.device)
+        limits = torch.maximum(limits, prefixes + 1)  # room for the prefix and a token after it
     if config.compile and not packages.known_unloadable(src.device):
         drawn = generator.get_state() if generator is not None else None
         try:
-            return _search(model, src, limits, config, generator, CompiledStep(model))
+            return _search(model, src, limits, config, generator, CompiledStep(model), constraints)
         except packages.Unloadable:  # found out at its first compiled step: this batch again, eagerly
             if drawn is not None:
                 generator.set_state(drawn)
-    return _search(model, src, limits, config, generator, Step(model))
+    return _search(model, src, limits, config, generator, Step(model), constraints)
 
 
 def _search(model: Transformer, src: torch.Tensor, limits: torch.Tensor, config: DecodeConfig,
-            generator: torch.Generator | None, step: Step) -> list[list[Hypothesis]]:
+            generator: torch.Generator | None, step: Step, constraints: Constraints | None
+            ) -> list[list[Hypothesis]]:
+    start = config.decoder_start if config.decoder_start >= 0 else None
     if config.temperature > 0 or config.beam_size == 1:
-        hyps = greedy_search(model, src, limits, config.temperature, config.top_k, generator, step)
+        hyps = greedy_search(model, src, limits, config.temperature, config.top_k, generator, step, start)
         return [[h] for h in hyps]
     return beam_search(model, src, config.beam_size, config.nbest, config.length_penalty,
-                       config.penalty_form, limits, step)
+                       config.penalty_form, limits, step, start=start, constraints=constraints)
 
 
 def batches(lengths: list[int], config: DecodeConfig) -> list[list[int]]:
@@ -83,20 +98,25 @@ def translate(model: Transformer, tokenizer: Tokenizer, lines: list[str], config
 
 @torch.no_grad()
 def translate_ids(model: Transformer, tokenizer: Tokenizer, ids: list[list[int]], config: DecodeConfig,
-                  progress: bool = True) -> list[list[Translation]]:
-    """The same, for sentences already tokenised (without eos)."""
+                  progress: bool = True, steers: Sequence[Steer] | None = None) -> list[list[Translation]]:
+    """The same, for sentences already tokenised (without eos); `steers`: what each sentence's
+    translation must hold (constrained.py)."""
+    if steers is not None and len(steers) != len(ids):
+        raise ValueError(f"steers for {len(steers)} sentences, but {len(ids)} sentences")
     was_training = model.training
     if was_training:  # to eval and back walks all the modules twice: half a millisecond a call
         model.eval()
     try:
-        return _translate_ids(model, tokenizer, ids, config, progress)
+        return _translate_ids(model, tokenizer, ids, config, progress, steers)
     finally:
         if was_training:
             model.train()
 
 
 def _translate_ids(model: Transformer, tokenizer: Tokenizer, ids: list[list[int]], config: DecodeConfig,
-                   progress: bool) -> list[list[Translation]]:
+                   progress: bool, steers: Sequence[Steer] | None) -> list[list[Translation]]:
+    if config.alternatives:
+        return _alternatives(model, tokenizer, ids, config, progress, steers)
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(config.seed)
     results: list[list[Translation]] = [[Translation("", 0.0, 0.0, [])] for _ in ids]
@@ -104,10 +124,40 @@ def _translate_ids(model: Transformer, tokenizer: Tokenizer, ids: list[list[int]
               disable=not progress or len(ids) < 100) as bar:
         for batch in batches([len(s) for s in ids], config):
             src = pad([ids[i] + [tokenizer.eos_id] for i in batch], tokenizer.pad_id).to(device)
-            for i, hyps in zip(batch, search(model, src, config, generator), strict=True):
+            steered = None if steers is None else [steers[i] for i in batch]
+            for i, hyps in zip(batch, search(model, src, config, generator, steered), strict=True):
                 results[i] = [Translation(tokenizer.decode(h.tokens), h.score, h.log_prob, h.tokens)
                               for h in hyps]
             bar.update(len(batch))
     return results
 
 
+
+
+def _alternatives(model: Transformer, tokenizer: Tokenizer, ids: list[list[int]], config: DecodeConfig,
+                  progress: bool, steers: Sequence[Steer] | None) -> list[list[Translation]]:
+    """config.alternatives = N: for each sentence, the N most likely tokens after its prefix (none:
+    at the first position), each the start of a translation that the search completes; the N
+    translations, best first (as CTranslate2's `return_alternatives`)."""
+    n, c, device = config.alternatives, model.config, next(model.parameters()).device
+    steers = list(steers) if steers is not None else [Steer() for _ in ids]
+    start = config.decoder_start if config.decoder_start >= 0 else c.bos_id
+    firsts: list[list[int]] = [[] for _ in ids]
+    for batch in batches([len(s) for s in ids], config):  # the prefixes teacher-forced, once
+        src = pad([ids[i] + [tokenizer.eos_id] for i in batch], tokenizer.pad_id).to(device)
+        tgt = pad([[start, *steers[i].prefix] for i in batch], tokenizer.pad_id).to(device)
+        last = torch.tensor([len(steers[i].prefix) for i in batch], device=device)
+        scores = model(src, tgt)[torch.arange(len(batch), device=device), last].float()  # (B, V)
+        scores[:, [c.pad_id, c.bos_id, c.eos_id]] = float("-inf")
+        for i, best in zip(batch, scores.topk(min(n, scores.size(1)), dim=1).indices.tolist(), strict=True):
+            firsts[i] = best
+    branches = [(i, token) for i, s in enumerate(ids) if s for token in firsts[i]]
+    single = dataclasses.replace(config, alternatives=0, nbest=1)
+    begun = [dataclasses.replace(steers[i], prefix=(*steers[i].prefix, t)) for i, t in branches]
+    found = _translate_ids(model, tokenizer, [ids[i] for i, _ in branches], single, progress, begun)
+    results: list[list[Translation]] = [[Translation("", 0.0, 0.0, [])] for _ in ids]
+    for i in {i for i, _ in branches}:
+        results[i] = []
+    for (i, _), (translation,) in zip(branches, found, strict=True):
+        results[i].append(translation)
+    return [sorted(r, key=lambda t: t.score, reverse=True) for r in results]

@@ -46,8 +46,8 @@ def explain(translator: Translator, sentence: str, top_k: int = TOP_K, **options
     c = model.config
     src = [*translator.source_prefix, *ids, c.eos_id]  # a multilingual model's >>xx<< first
     tree = search_tree(model, tokenizer, src, config.beam_size, config.length_penalty, config.penalty_form,
-                       config.max_output_extra, config.max_output_len)
-    tgt = [c.bos_id] + tree.tokens
+                       config.max_output_extra, config.max_output_len, translator.start)
+    tgt = [translator.start] + tree.tokens
     trace = record(model, src, tgt)
     return {
         "version": VERSION,

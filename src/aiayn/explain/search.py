@@ -50,13 +50,15 @@ class SearchTree:
 
 @torch.no_grad()
 def search_tree(model: Transformer, tokenizer: Tokenizer, src: list[int], beam_size: int, alpha: float,
-                penalty_form: str, max_output_extra: int = 50, max_output_len: int = 0) -> SearchTree:
+                penalty_form: str, max_output_extra: int = 50, max_output_len: int = 0,
+                start: int | None = None) -> SearchTree:
     """Search source ids `src` (eos included) as `aiayn translate` does with these options, keeping
-    the tree."""
+    the tree; `start`: the decoder's first token (default bos; a multilingual model's target language)."""
     c = model.config
     src_ = torch.tensor([src], device=next(model.parameters()).device)
     limits = output_limits(model, src_, max_output_extra, max_output_len)  # as translate's search
-    nodes = [Node(0, -1, 0, c.bos_id, tokenizer.pieces([c.bos_id])[0], 0.0, "root")]
+    first = c.bos_id if start is None else start
+    nodes = [Node(0, -1, 0, first, tokenizer.pieces([first])[0], 0.0, "root")]
     live = [0] * beam_size  # the node each beam holds
     steps: list[list[int]] = []
 
@@ -77,7 +79,7 @@ def search_tree(model: Transformer, tokenizer: Tokenizer, src: list[int], beam_s
         live[:] = [made.get(rank, -1) for rank in kept]
         steps.append(list(made.values()))
 
-    best = beam_search(model, src_, beam_size, 1, alpha, penalty_form, limits, watch=watch)[0][0]
+    best = beam_search(model, src_, beam_size, 1, alpha, penalty_form, limits, watch=watch, start=start)[0][0]
     chosen = max((n for n in nodes if n.state == "finished" and _tokens(nodes, n) == best.tokens),
                  key=lambda n: n.score)
     return SearchTree(beam_size, alpha, penalty_form, nodes, steps, chosen.id, best.tokens)

@@ -64,10 +64,11 @@ def check_out(out: str | Path, force: bool = False) -> None:
 
 def export(model: Transformer, tokenizer: Tokenizer, out: str | Path, languages: tuple[str, str],
            version: str = "1.0", quantization: str | None = None, max_positions: int = 1024,
-           max_source_len: int = DataConfig().max_len, force: bool = False) -> Path:
+           max_source_len: int = DataConfig().max_len, force: bool = False, target_prefix: str = "") -> Path:
     """Write the Argos Translate package `out` (a .argosmodel file; an earlier one is replaced whole,
     never left half-written), its CTranslate2 weights stored as `quantization` (default float32).
-    Anything else already at `out` is replaced only with `force`."""
+    Anything else already at `out` is replaced only with `force`. `target_prefix`: the piece that
+    starts the decoder, a multilingual model's target language (`export_directions`)."""
     out = Path(out)
     check_out(out, force)
     if not all(languages):
@@ -82,14 +83,16 @@ def export(model: Transformer, tokenizer: Tokenizer, out: str | Path, languages:
     name = package_name(languages, version)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / name
+        told = {"pairs": ("-".join(languages),), "language_token": "target"} if target_prefix else {}
         ctranslate2.export(model, tokenizer, root / "model", quantization, max_positions, languages,
-                           max_source_len=max_source_len)
+                           max_source_len=max_source_len, **told)
         (root / "sentencepiece.model").write_bytes(tokenizer.source_proto)
         spacy.blank(languages[0]).to_disk(root / "spacy")
         names = [LANGUAGE_NAMES.get(code, code) for code in languages]
         metadata = {"package_version": version, "argos_version": "1.0", "type": "translate",
                     "from_code": languages[0], "from_name": names[0],
-                    "to_code": languages[1], "to_name": names[1], "links": []}
+                    "to_code": languages[1], "to_name": names[1], "links": [],
+                    **({"target_prefix": target_prefix} if target_prefix else {})}
         (root / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
         (root / "README.md").write_text(_readme(names, model))
         archive = io.BytesIO()
@@ -98,6 +101,32 @@ def export(model: Transformer, tokenizer: Tokenizer, out: str | Path, languages:
                 z.write(path, path.relative_to(tmp))
     files.write_atomically(out, archive.getbuffer())  # not a copy of it
     return out
+
+
+def export_directions(model: Transformer, tokenizer: Tokenizer, out: str | Path, pairs: tuple[str, ...],
+                      version: str = "1.0", quantization: str | None = None, max_positions: int = 1024,
+                      max_source_len: int = DataConfig().max_len, force: bool = False) -> list[Path]:
+    """One package per direction of a multilingual model told its target language as the decoder's
+    first token (`language_token` target): `out`/SRC_TGT.argosmodel, each the whole model with the
+    direction's piece as its `target_prefix`, which Argos Translate gives CTranslate2 as the target's
+    first token. `out` is a directory, made if new (in an existing one)."""
+    out = Path(out)
+    if out.suffix == SUFFIX or (out.exists() and not out.is_dir()):
+        raise ConversionError(f"{out}: a multilingual model exports one package per direction: give a "
+                              "directory")
+    paths = [out / f"{pair.replace('-', '_')}{SUFFIX}" for pair in pairs]
+    if out.is_dir():
+        for path in paths:  # every one, before any work
+            check_out(path, force)
+    elif not out.parent.is_dir():
+        raise files.OutputError(f"{out}: no such directory {out.parent}")
+    out.mkdir(exist_ok=True)
+    for pair, path in zip(pairs, paths, strict=True):
+        src, tgt = pair.split("-")
+        piece = tokenizer.pieces([tokenizer.language_id(tgt)])[0]
+        export(model, tokenizer, path, (src, tgt), version, quantization, max_positions, max_source_len,
+               force, target_prefix=piece)
+    return paths
 
 
 def _readme(names: list[str], model: Transformer) -> str:

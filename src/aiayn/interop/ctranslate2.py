@@ -14,6 +14,7 @@ from pathlib import Path
 
 from aiayn import files
 from aiayn.config import DataConfig, DecodeConfig
+from aiayn.decoding.constrained import Steer
 from aiayn.decoding.translator import Translation
 from aiayn.interop import ConversionError, require
 from aiayn.model import Transformer
@@ -22,7 +23,9 @@ from aiayn.tokenizer import Tokenizer
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH"}
 
 
-def _spec(model: Transformer, tokenizer: Tokenizer, max_positions: int):
+def _spec(model: Transformer, tokenizer: Tokenizer, max_positions: int, start_given: bool = False):
+    """The model as CTranslate2's spec; `start_given`: the decoder's first token is given with every
+    batch (a target prefix of one token: a multilingual model's target language), not <s>."""
     specs = require("ctranslate2.specs")
     common_spec, transformer_spec = specs.common_spec, specs.transformer_spec
 
@@ -39,7 +42,7 @@ def _spec(model: Transformer, tokenizer: Tokenizer, max_positions: int):
     spec.config.layer_norm_epsilon = c.layer_norm_eps
     pieces = tokenizer.pieces(list(range(tokenizer.vocab_size)))  # the target's
     source_pieces = tokenizer.pieces(list(range(tokenizer.source_vocab_size)), "source")
-    spec.config.decoder_start_token = pieces[c.bos_id]
+    spec.config.decoder_start_token = None if start_given else pieces[c.bos_id]
     spec.config.eos_token, spec.config.unk_token = pieces[c.eos_id], pieces[tokenizer.unk_id]
     spec.config.add_source_eos = True  # aiayn ends every source with eos
     w = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}  # from any device
@@ -98,23 +101,26 @@ def is_ctranslate2_dir(path: Path) -> bool:
 
 def export(model: Transformer, tokenizer: Tokenizer, out: str | Path, quantization: str | None = None,
            max_positions: int = 1024, languages: tuple[str, str] = ("", ""), force: bool = False,
-           max_source_len: int = DataConfig().max_len, pairs: tuple[str, ...] = ()) -> Path:
+           max_source_len: int = DataConfig().max_len, pairs: tuple[str, ...] = (),
+           language_token: str = "source") -> Path:
     """Write a CTranslate2 model directory, plus the tokenizer, the languages (a multilingual model's
-    directions, `pairs`, each asked for by its target's piece before the source) and the longest
-    sentence the model takes (`max_source_len` source tokens), so it translates text alone.
+    directions, `pairs`, each asked for by its target's piece: before the source, or with
+    `language_token` "target" as the decoder's first token, a one-token target prefix that
+    CTranslate2 then starts from and leaves out of its output) and the longest sentence the model
+    takes (`max_source_len` source tokens), so it translates text alone.
 
     It replaces an earlier export at `out`, and anything else there only with `force` (see `files`).
     """
     class _FromSpec(require("ctranslate2.converters.converter").Converter):
         def _load(self):
-            return _spec(model, tokenizer, max_positions)
+            return _spec(model, tokenizer, max_positions, bool(pairs) and language_token == "target")
 
     out = Path(out)
     with files.replacing(out, "CTranslate2 model", is_ctranslate2_dir, force) as tmp:
         _FromSpec().convert(str(tmp), quantization=quantization, force=True)
         tokenizer.save(tmp)
         meta = {"src_lang": languages[0], "tgt_lang": languages[1], "max_source_len": max_source_len,
-                **({"pairs": list(pairs)} if pairs else {})}
+                **({"pairs": list(pairs), "language_token": language_token} if pairs else {})}
         (tmp / "aiayn.json").write_text(json.dumps(meta) + "\n")
     return out
 
@@ -133,15 +139,21 @@ class CTranslate2Translator:
         meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
         self.languages = meta.get("src_lang", ""), meta.get("tgt_lang", "")
         self.pairs = tuple(meta.get("pairs", ()))  # a multilingual model's directions
+        self.language_token = meta.get("language_token", "source")  # where it is told the target language
         self.max_source_len = meta.get("max_source_len", DataConfig().max_len)
         self.translator = ctranslate2.Translator(str(path), device=device, intra_threads=threads,
                                                  compute_type=compute_type)
         pieces = self.tokenizer.pieces(list(range(self.tokenizer.vocab_size)))
         self.to_id = {piece: i for i, piece in enumerate(pieces)}
 
-    def translate(self, ids: list[list[int]], config: DecodeConfig) -> list[list[Translation]]:
+    def translate(self, ids: list[list[int]], config: DecodeConfig, steers: list[Steer] | None = None
+                  ) -> list[list[Translation]]:
         """The n-best translations of every sentence (its source ids, without eos: `Tokenizer.encode`),
-        best first; empty sentences stay empty."""
+        best first; empty sentences stay empty. `steers`: each sentence's prefix (CTranslate2's
+        target_prefix; it has no constrained search)."""
+        if steers is not None and any(s.phrases for s in steers):
+            raise ConversionError("CTranslate2 has no constrained search (constraints, glossaries): use "
+                                  "the PyTorch engine (an aiayn checkpoint, a Marian directory)")
         tokenizer = self.tokenizer
         results = [[Translation("", 0.0, 0.0, [])] for _ in ids]
         todo = [i for i, s in enumerate(ids) if s]
@@ -150,7 +162,8 @@ class CTranslate2Translator:
         longest = max(len(ids[i]) + 1 for i in todo)
         try:
             sources = [tokenizer.pieces(ids[i], "source") for i in todo]
-            outputs = self._translate_batch(config, sources, longest)
+            prefixes = [tokenizer.pieces(list(steers[i].prefix)) if steers else [] for i in todo]
+            outputs = self._translate_batch(config, sources, longest, prefixes)
         except RuntimeError as e:  # its CUDA libraries load at the first translation
             if "libcu" not in str(e):
                 raise
@@ -163,11 +176,16 @@ class CTranslate2Translator:
                 results[i].append(Translation(tokenizer.decode(out_ids), score, float("nan"), out_ids))
         return results
 
-    def _translate_batch(self, config: DecodeConfig, sources: list[list[str]], longest: int) -> list:
+    def _translate_batch(self, config: DecodeConfig, sources: list[list[str]], longest: int,
+                         prefixes: list[list[str]]) -> list:
         sampling = config.temperature > 0  # as in aiayn: sampling replaces the search
+        start = [self.tokenizer.pieces([config.decoder_start])[0]] if config.decoder_start >= 0 else []
+        given = start or any(prefixes)  # the start (a multilingual model's target language) is left out
         return self.translator.translate_batch(
-            sources,
-            beam_size=1 if sampling else config.beam_size, num_hypotheses=config.nbest,
+            sources, target_prefix=[start + p for p in prefixes] if given else None,
+            return_alternatives=config.alternatives > 0,
+            beam_size=1 if sampling else config.beam_size,
+            num_hypotheses=config.alternatives or config.nbest,
             length_penalty=config.length_penalty, return_scores=True,
             sampling_topk=config.top_k if sampling else 1,
             sampling_temperature=config.temperature if sampling else 1.0,

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiayn.config import ServeConfig
-from aiayn.translation import Segments, Translation, Translator
+from aiayn.translation import Segments, Steer, Translation, Translator
 
 
 class QueueFull(Exception):
@@ -53,6 +53,7 @@ class Search:
     options: tuple[tuple[str, Any], ...] = ()  # DecodeConfig fields set by the request, sorted
     attention: bool = False
     explain: bool = False  # the explain page's data of one sentence (`aiayn.explain`), searched alone
+    steered: bool = False  # with a glossary: constrained search, slower, so apart from the others
 
 
 @dataclass(eq=False)
@@ -81,6 +82,7 @@ class _Text:
     segments: Segments
     nbests: list[list[Translation] | None]
     left: int  # sentences not searched yet
+    steers: list[Steer] | None = None  # what each sentence's translation must hold (a glossary's terms)
 
 
 @dataclass(eq=False)
@@ -100,6 +102,10 @@ class _Sentence:
     @property
     def ids(self) -> list[int]:
         return self.text.segments.ids[self.index]
+
+    @property
+    def steer(self) -> Steer:
+        return self.text.steers[self.index] if self.text.steers else Steer()
 
     @property
     def tokens(self) -> int:  # source tokens, for the batch's budget
@@ -152,14 +158,17 @@ class Batcher:
         self._drop_withdrawn()
         return len(self._bulk) >= self.config.max_bulk
 
-    def request(self, texts: Sequence[str], segments: Sequence[Segments], search: Search, bulk: bool = False
-                ) -> Request:
+    def request(self, texts: Sequence[str], segments: Sequence[Segments], search: Search, bulk: bool = False,
+                steers: Sequence[Steer] | None = None) -> Request:
         """One request's texts with their sentences (`Translator.segment`), ready to `submit`; a text
-        without a sentence is answered here. Any thread may call it."""
+        without a sentence is answered here. `steers`: each sentence's (`Translator.steers`). Any
+        thread may call it."""
         request = Request([], search, bulk, [None] * len(texts), len(texts))
         translator = self.translators[search.pair]
+        sentences = iter(steers) if steers is not None else None
         for i, (text, s) in enumerate(zip(texts, segments, strict=True)):
-            t = _Text(request, i, text, s, [None] * len(s.ids), len(s.ids))
+            mine = [next(sentences) for _ in s.ids] if sentences is not None else None
+            t = _Text(request, i, text, s, [None] * len(s.ids), len(s.ids), mine)
             request.sentences += [_Sentence(t, k) for k in range(t.left)]
             if not t.left:
                 request.answers[i] = translator.assemble(s, [], search.attention)
@@ -229,7 +238,8 @@ class Batcher:
             from aiayn.explain import explain
 
             return [], [(batch[0].text, explain(translator, batch[0].text.text, **dict(search.options)))]
-        outputs = translator.search([s.ids for s in batch], **dict(search.options))
+        steers = [s.steer for s in batch] if search.steered else None
+        outputs = translator.search([s.ids for s in batch], steers=steers, **dict(search.options))
         complete = []
         with self._lock:
             for s, nbest in zip(batch, outputs, strict=True):

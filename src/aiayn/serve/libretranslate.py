@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from aiayn.serve.errors import Problem, validation_message
 from aiayn.serve.files import attachment
-from aiayn.serve.service import Service, check_counts
+from aiayn.serve.service import Service, check_counts, glossary
 from aiayn.text import documents
 from aiayn.text.detect import LANGUAGE_NAMES
 
@@ -30,6 +30,7 @@ class LibreTranslateRequest(BaseModel):
     format: str = "text"
     alternatives: int = 0  # how many alternatives to return besides the translation
     api_key: str | None = None
+    glossary: dict[str, str] | None = None  # aiayn's extension: source term -> target term
 
 
 def router(service: Service) -> APIRouter:
@@ -63,7 +64,7 @@ def _text_routes(api: APIRouter, service: Service) -> None:
         if body.alternatives:
             nbest = body.alternatives + 1
             options.update(beam_size=service.beam_for(pair, nbest), nbest=nbest)
-        results = await service.translate(request, texts, pair, options)
+        results = await service.translate(request, texts, pair, options, glossary=glossary(body.glossary))
         answer: dict[str, Any] = {"translatedText": [t.text for t in results]}
         if detected:
             answer["detectedLanguage"] = [language_json(*detected)] * len(texts)

@@ -32,6 +32,7 @@ from aiayn.serve.metrics import Metrics
 from aiayn.serve.ratelimit import RateLimits
 from aiayn.text import markup
 from aiayn.text.detect import LanguageDetector
+from aiayn.text.glossary import Glossary, GlossaryError
 from aiayn.translation import Segments, Translation, Translator
 
 
@@ -155,11 +156,13 @@ class Service:
 
     async def translate(self, request: Request, texts: list[str], pair: tuple[str, str],
                         options: dict[str, Any], attention: bool = False, file: str | None = None,
-                        deadline: float | None = None) -> list[Translation]:
+                        deadline: float | None = None, glossary: Glossary | None = None
+                        ) -> list[Translation]:
         """Check the texts against the limits, cut them into sentences (on the preparing threads),
         queue them for the batcher, and await their translations (withdrawn past the `deadline`, an
         event-loop time, by default `timeout` from now, or when the client goes away). `file`: the
-        texts are that file's (its limit is `max_file_tokens`, its sentences bulk)."""
+        texts are that file's (its limit is `max_file_tokens`, its sentences bulk). `glossary`:
+        terms to translate as it says, wherever they occur (constrained search)."""
         if not self.ready:
             raise Problem(503, "the server is warming up its models", {"Retry-After": "1"})
         loop = asyncio.get_running_loop()
@@ -170,24 +173,31 @@ class Service:
         except ValueError as e:
             raise Problem(422, str(e)) from None
         at_most("beam_size", search.beam_size, self.config.max_beam_size)
+        if glossary:
+            if translator.model is None:
+                raise Problem(400, "a glossary needs constrained search, which CTranslate2 models lack")
+            if search.beam_size < 2 or search.temperature > 0:
+                raise Problem(400, "a glossary needs beam search: a beam_size of 2 or more")
+            at_most("glossary entries", len(glossary), MAX_GLOSSARY)
         if file is None:
             check_counts(texts, self.config)
         searched = {k: v for k, v in options.items() if k not in CUTTING}  # done when cut into sentences
-        wanted = Search(pair, tuple(sorted(searched.items())), attention)
-        queued = await self.prepare(self._request, texts, translator, options, wanted, file)
+        wanted = Search(pair, tuple(sorted(searched.items())), attention, steered=bool(glossary))
+        queued = await self.prepare(self._request, texts, translator, options, wanted, file, glossary)
         timeout = self.config.file_timeout if file is not None else self.config.timeout
         return await self._queue(request, queued, deadline, f"this server's {'file ' if file else ''}timeout "
                                                             f"({timeout:g} s)")
 
     def _request(self, texts: list[str], translator: Translator, options: dict[str, Any], search: Search,
-                 file: str | None) -> batcher.Request:
+                 file: str | None, glossary: Glossary | None = None) -> batcher.Request:
         """On a preparing thread: the texts cut into sentences and checked (`check_tokens`), as the
-        batcher's Request; bulk if it is a file, or more than one search's tokens, or more sentences
-        than the queue holds."""
+        batcher's Request, with each sentence's glossary terms; bulk if it is a file, or more than one
+        search's tokens, or more sentences than the queue holds."""
         segments = check_tokens(texts, translator, self.config, options, file)
         bulk = file is not None or sum(s.tokens for s in segments) > self.config.max_batch_tokens or \
             sum(len(s.ids) for s in segments) > self.config.max_queue
-        return self.batcher.request(texts, segments, search, bulk)
+        steers = translator.steers(segments, glossary=glossary) if glossary else None
+        return self.batcher.request(texts, segments, search, bulk, steers)
 
     async def _queue(self, request: Request, queued: batcher.Request, deadline: float, limit: str) -> Any:
         """Submit to the batcher and await the answers (see `results`)."""
@@ -243,6 +253,17 @@ def workers_for(config: ServeConfig, device: str, threads: int, compiled: bool =
 
 # Options that say how texts are cut into sentences; the search of those sentences is the same.
 CUTTING = ("split", "format", "max_source_len")
+MAX_GLOSSARY = 1000  # entries of a request's glossary
+
+
+def glossary(entries: dict[str, str] | None) -> Glossary | None:
+    """A request's glossary (source term -> target term); 422 for an entry without text."""
+    if not entries:
+        return None
+    try:
+        return Glossary.of(entries)
+    except GlossaryError as e:
+        raise Problem(422, str(e)) from None
 
 
 def at_most(field: str, value: int, most: int) -> None:

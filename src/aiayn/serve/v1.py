@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from aiayn.serve.errors import Problem
-from aiayn.serve.service import Service, at_most, check_counts
+from aiayn.serve.service import Service, at_most, check_counts, glossary
 from aiayn.translation import AttentionView, Translation
 
 
@@ -30,6 +30,9 @@ class TranslateRequest(BaseModel):
                                                  "server's default: yes); false: each text is one sentence")
     format: Literal["text", "html"] = Field("text", description="html: only the text of each HTML text is "
                                                                 "translated, its markup kept")
+    glossary: dict[str, str] | None = Field(
+        None, description="source term -> target term: wherever a term occurs in a sentence (whole words, "
+                          "this case), its translation has the target term (constrained beam search)")
 
 
 class ExplainRequest(BaseModel):
@@ -68,7 +71,8 @@ def router(service: Service) -> APIRouter:
             options["beam_size"] = service.beam_for(pair, body.nbest)
         if body.attention and service.models[pair].model is None:
             raise Problem(400, "attention weights come from PyTorch models; this one runs on CTranslate2")
-        results = await service.translate(request, texts, pair, options, body.attention)
+        results = await service.translate(request, texts, pair, options, body.attention,
+                                          glossary=glossary(body.glossary))
 
         def answer() -> dict[str, Any]:
             return {"source": pair[0], "target": pair[1],

@@ -377,10 +377,17 @@ class _Run:
                 tqdm.write(f"removed {leftover}, a checkpoint left half-written by a process that was killed")
             self.log.keep_until(self.step if state is not None else -1)  # a fresh start keeps none
         self.valid_batches = {} if not ranks.main else {name: [
-            collate(b, corpus, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
+            collate(b, corpus, tokenizer.pad_id, self.bos_id, tokenizer.eos_id)
             for b in make_batches(*corpus.lengths(), self.data.batch_tokens, shuffle=False)]
             for name, corpus in self.valid_sets.items() if len(corpus)}
         self.started = time.perf_counter()
+
+    @property
+    def bos_id(self) -> int | None:
+        """What starts the decoder: <s>, or None where each target's first token is its language
+        (`collate`, data/multilingual.py)."""
+        told_in_target = self.data.pairs and self.data.language_token == "target"
+        return None if told_in_target else self.tokenizer.bos_id
 
     def seconds(self) -> float:
         """Time trained, over every session of the run."""
@@ -399,7 +406,7 @@ class _Run:
         t = self.tokenizer
         batches = []
         for indices, real in distributed.share(group, self.ranks):
-            batch = collate(indices, corpus, t.pad_id, t.bos_id, t.eos_id)
+            batch = collate(indices, corpus, t.pad_id, self.bos_id, t.eos_id)
             batches.append(batch if real else dataclasses.replace(batch, n_tgt_tokens=0))
         return batches
 
@@ -437,12 +444,16 @@ class _Run:
         """sacreBLEU and chrF of the validation set with beam search (rank 0); -> the BLEU."""
         if not (self.valid_batches and self.ranks.main):
             return None
-        decode = DecodeConfig(beam_size=self.config.bleu_beam)
         each = {}
         for name in self.valid_batches:
             corpus = self.valid_sets[name]
+            targets = list(corpus.target)
+            start = -1 if self.bos_id is not None else targets[0][0]  # the language the targets begin with
+            if start >= 0:
+                targets = [t[1:] for t in targets]
+            decode = DecodeConfig(beam_size=self.config.bleu_beam, decoder_start=start)
             translations = translate_ids(self.model, self.tokenizer, list(corpus.source), decode, False)
-            references = [self.tokenizer.decode(t) for t in corpus.target]
+            references = [self.tokenizer.decode(t) for t in targets]
             target = name.partition("-")[2] or self.data.tgt_lang
             scores = sacrebleu_score([t[0].text for t in translations], references, tokenizer_for(target))
             each[name] = {"bleu": scores.bleu, "chrf": scores.chrf}
