@@ -4,7 +4,8 @@
 #   scratch  the small Transformer from nothing (its own 8k BPE vocabulary from the 2,000 pairs)
 #   init     --init-from the en->de recipe model (runs/multi30k-ende/averaged, bash scripts/multi30k.sh en de)
 #   marian   --init-from that model converted to a Marian directory (aiayn convert to-marian)
-# then an early-stopped fine-tune (--patience 2 --stop-metric bleu, greedy BLEU every 50 updates).
+# then an early-stopped fine-tune (--patience 2 --stop-metric bleu --min-delta 0.1, greedy BLEU every
+# 50 updates: it stops once two validations in a row gain less than 0.1 BLEU on the best).
 #
 #   bash scripts/transfer.sh                 # 2,000 pairs, 300 updates
 #   PAIRS=5000 UPDATES=600 bash scripts/transfer.sh
@@ -64,8 +65,8 @@ train marian --init-from "$out/parent-marian" "${common[@]}"
 # From scratch: the recipe's model and dropout, warmed up over 100 updates to a peak rate of 1e-3.
 train scratch --preset small --dropout 0.3 --attention-dropout 0 --activation-dropout 0 \
     --warmup-steps 100 --lr-scale 0.16 "${common[@]}"
-SCORE=checkpoints/best train early --init-from "$parent" "${common[@]}" --max-steps 1000 --bleu-every 50 --bleu-beam 1 \
-    --patience 2 --stop-metric bleu --keep-checkpoints 2
+SCORE=checkpoints/best train early --init-from "$parent" "${common[@]}" --max-steps 2000 --bleu-every 50 --bleu-beam 1 \
+    --patience 2 --stop-metric bleu --min-delta 0.1 --keep-checkpoints 2
 
 python - "$out" <<'EOF'
 import json, sys
