@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from aiayn.decoding import beam_search
-from aiayn.decoding.constrained import Constraints, stripes
+from aiayn.decoding.constrained import Constraints, Steer, stripes
 from tests.conftest import random_ids, tiny_model
 
 NEG_INF = float("-inf")
@@ -34,7 +34,8 @@ def test_every_constraint_appears_whatever_the_model_prefers(seed):
                 for n in torch.randint(1, 4, (int(c),), generator=g)]
                for c in [1, 3, 0, 2, 1, 0]]
     plain = beam_search(model, src, beam_size=4)
-    found = beam_search(model, src, beam_size=4, constraints=Constraints(phrases))
+    found = beam_search(model, src, beam_size=4, constraints=Constraints([Steer(tuple(map(tuple, p)))
+                                                                          for p in phrases]))
     for sentence, (best, *_), (unconstrained, *_) in zip(phrases, found, plain, strict=True):
         assert all(contains(best.tokens, p) for p in sentence), (sentence, best.tokens)
         if not sentence:  # searched as plain beam search, beside constrained sentences
@@ -46,5 +47,5 @@ def test_no_constraints_at_all_is_plain_beam_search():
     model = tiny_model(vocab_size=40)
     src = random_ids(5, 6, 40)
     plain = beam_search(model, src, beam_size=4, nbest=4)
-    found = beam_search(model, src, beam_size=4, nbest=4, constraints=Constraints([[]] * 5))
+    found = beam_search(model, src, beam_size=4, nbest=4, constraints=Constraints([Steer()] * 5))
     assert [[h.tokens for h in n] for n in found] == [[h.tokens for h in n] for n in plain]

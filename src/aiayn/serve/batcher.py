@@ -238,8 +238,8 @@ class Batcher:
             from aiayn.explain import explain
 
             return [], [(batch[0].text, explain(translator, batch[0].text.text, **dict(search.options)))]
-        steers = [s.steer for s in batch] if search.steered else None
-        outputs = translator.search([s.ids for s in batch], steers=steers, **dict(search.options))
+        steered = {"steers": [s.steer for s in batch]} if search.steered else {}
+        outputs = translator.search([s.ids for s in batch], **steered, **dict(search.options))
         complete = []
         with self._lock:
             for s, nbest in zip(batch, outputs, strict=True):
