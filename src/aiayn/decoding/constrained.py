@@ -3,8 +3,8 @@ Vilar, 2018: dynamic beam allocation; vectorised over the batch as Hu et al., 20
 and the tokens it must begin with (a prefix, as CTranslate2's `target_prefix`).
 
 Every live hypothesis tracks its sentence's constraints: which it has met, and how far it is into
-one (`State`). A step's candidates are those of plain beam search (the 2K best extensions), each
-hypothesis' own best token, and every token that advances a constraint of its hypothesis, so a
+one (`done`, `place`, `within`). A step's candidates are those of plain beam search (the 2K best
+extensions), each hypothesis' own best token, and every token that advances a constraint of its hypothesis, so a
 constraint is always within reach. A candidate's bank is the number of constraint tokens it has met;
 the K next hypotheses are taken across the banks in turn, the bank that met most first, best first
 within each (`stripes`), so hypotheses that met more constraints are not crowded out by likelier
@@ -61,9 +61,12 @@ class Constraints:
         for i, steer in enumerate(steers):
             self.prefixes[i, :len(steer.prefix)] = torch.tensor(steer.prefix, dtype=torch.long)
         self.prefixes = self.prefixes.to(device)
+        self._count()
+        self.done = self.place = self.within = None  # State of the live hypotheses, set by `start`
+
+    def _count(self) -> None:
         self.lengths = (self.tokens >= 0).sum(2)  # (B, C), 0: no constraint
         self.need = self.lengths.sum(1)  # (B,) constraint tokens to meet
-        self.done = self.place = self.within = None  # State of the live hypotheses, set by `start`
 
     def start(self, sentences: int, k: int) -> None:
         """Begin a search of `sentences` (a compiled step tops the batch up with unconstrained
@@ -72,7 +75,7 @@ class Constraints:
         if extra > 0:
             pad = [x.new_full((extra, *x.shape[1:]), -1) for x in (self.tokens, self.prefixes)]
             self.tokens, self.prefixes = torch.cat([self.tokens, pad[0]]), torch.cat([self.prefixes, pad[1]])
-            self.lengths, self.need = (self.tokens >= 0).sum(2), (self.tokens >= 0).sum((1, 2))
+            self._count()
         b, c = self.lengths.shape
         device = self.tokens.device
         self.done = torch.zeros(b, k, c, dtype=torch.bool, device=device)  # constraints met
@@ -113,7 +116,7 @@ class Constraints:
                            .flatten(1)], dim=1)
         values = values.masked_fill(_repeated(beams * v + tokens), NEG_INF)  # each (row, token) once
 
-        state = self._after(beams, tokens, done, place, within)  # of each candidate
+        state = self._after(beams, tokens, done, place, within, wanted)  # of each candidate
         order = stripes(values, self.met(state[0], state[2]), int(self.need.max()))  # (B, M)
         take = order[:, :2 * k]  # (B, 2K): the first taken
         cand_scores, cand_beams, cand_tokens = (x.gather(1, take) for x in (values, beams, tokens))
@@ -149,23 +152,20 @@ class Constraints:
         following = self.tokens[:, None].expand(b, r, -1, -1).gather(3, at[..., None]).squeeze(3)
         return torch.where(under_way, following, torch.where(done, -1, first))
 
-    def _after(self, beams: Tensor, tokens: Tensor, done: Tensor, place: Tensor, within: Tensor
-               ) -> tuple[Tensor, Tensor, Tensor]:
-        """The state after each candidate (B, M): its row's, moved on by its token."""
+    def _after(self, beams: Tensor, tokens: Tensor, done: Tensor, place: Tensor, within: Tensor,
+               wanted: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The state after each candidate (B, M): its row's, moved on by its token (`wanted`: each
+        row's next token of each constraint, `_wanted`)."""
         c = done.size(2)
-        done = done.gather(1, beams[..., None].expand(-1, -1, c))  # (B, M, C)
+        done, wanted = _rows(done, beams), _rows(wanted, beams)  # (B, M, C) each
         place, within = place.gather(1, beams), within.gather(1, beams)  # (B, M)
-        rows = self.tokens[:, None].expand(-1, beams.size(1), -1, -1)  # (B, M, C, P)
-        at = torch.stack([place.clamp(min=0), within.clamp(max=self.tokens.size(2) - 1)], 2)  # (B, M, 2)
-        following = rows.gather(2, at[:, :, :1, None].expand(-1, -1, 1, rows.size(3))).squeeze(2)  # (B, M, P)
-        following = following.gather(2, at[:, :, 1:]).squeeze(2)  # (B, M)
+        following = wanted.gather(2, place.clamp(min=0)[..., None]).squeeze(2)  # the one under way's next
         goes_on = (place >= 0) & (tokens == following)
         starts = (self.tokens[:, None, :, 0] == tokens[:, :, None]) & ~done  # (B, M, C)
         begins = ~goes_on & starts.any(2)
         place = torch.where(goes_on, place, torch.where(begins, starts.to(torch.uint8).argmax(2), -1))
         within = torch.where(goes_on, within + 1, begins.long())
-        length = self.lengths[:, None].expand(-1, beams.size(1), -1).gather(2, place.clamp(min=0)[..., None])
-        complete = (place >= 0) & (within == length.squeeze(2))
+        complete = (place >= 0) & (within == self.lengths.gather(1, place.clamp(min=0)))
         done = done | (complete[..., None] & (torch.arange(c, device=done.device) == place[..., None]))
         return done, torch.where(complete, -1, place), torch.where(complete, 0, within)
 

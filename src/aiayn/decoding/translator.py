@@ -132,8 +132,6 @@ def _translate_ids(model: Transformer, tokenizer: Tokenizer, ids: list[list[int]
     return results
 
 
-
-
 def _alternatives(model: Transformer, tokenizer: Tokenizer, ids: list[list[int]], config: DecodeConfig,
                   progress: bool, steers: Sequence[Steer] | None) -> list[list[Translation]]:
     """config.alternatives = N: for each sentence, the N most likely tokens after its prefix (none:

@@ -23,6 +23,7 @@ class GlossaryError(AiaynError, ValueError):
 class Glossary:
     entries: tuple[tuple[str, str], ...]  # (source term, target term)
     _pattern: re.Pattern | None = field(default=None, compare=False, repr=False)
+    _target: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for source, target in self.entries:
@@ -31,6 +32,7 @@ class Glossary:
         terms = sorted({s.strip() for s, _ in self.entries}, key=len, reverse=True)  # longest first
         pattern = "|".join(rf"(?<!\w){re.escape(t)}(?!\w)" for t in terms)
         object.__setattr__(self, "_pattern", re.compile(pattern) if terms else None)
+        object.__setattr__(self, "_target", {s.strip(): t.strip() for s, t in self.entries})  # the last wins
 
     @classmethod
     def of(cls, entries: Mapping[str, str] | Iterable[tuple[str, str]] | Glossary) -> Glossary:
@@ -54,7 +56,7 @@ class Glossary:
             parts = line.split("\t")
             if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
                 raise GlossaryError(f"{path}:{number}: a glossary line is a source term TAB a target term, "
-                                f"not {line[:60]!r}")
+                                    f"not {line[:60]!r}")
             entries.append((parts[0].strip(), parts[1].strip()))
         return cls(tuple(entries))
 
@@ -66,5 +68,4 @@ class Glossary:
         occurrence, each once."""
         if self._pattern is None:
             return []
-        wanted = {s.strip(): t.strip() for s, t in self.entries}  # a later entry overrides an earlier one
-        return list(dict.fromkeys(wanted[m.group(0)] for m in self._pattern.finditer(sentence)))
+        return list(dict.fromkeys(self._target[m.group(0)] for m in self._pattern.finditer(sentence)))
