@@ -4,15 +4,16 @@ and the tokens it must begin with (a prefix, as CTranslate2's `target_prefix`).
 
 Every live hypothesis tracks its sentence's constraints: which it has met, and how far it is into
 one (`done`, `place`, `within`). A step's candidates are those of plain beam search (the 2K best
-extensions), each hypothesis' own best token, and every token that advances a constraint of its hypothesis, so a
-constraint is always within reach. A candidate's bank is the number of constraint tokens it has met;
-the K next hypotheses are taken across the banks in turn, the bank that met most first, best first
-within each (`stripes`), so hypotheses that met more constraints are not crowded out by likelier
-ones that met fewer. eos is allowed only once every constraint is met. A hypothesis that leaves a
-constraint half-written drops it, and may begin it again. A sentence without constraints has one
-bank: its search is plain beam search. At the length limit every hypothesis must end; one that
-missed a constraint then ranks after every one that met all (`MISSED`). While a sentence's prefix
-lasts, its one allowed token is its prefix's next (whose log-probability counts in the score).
+extensions), each hypothesis' own best token, and every token that advances a constraint of its
+hypothesis, so a constraint is always within reach. A candidate's bank is the number of constraint
+tokens it has met; the K next hypotheses are taken across the banks in turn, the bank that met most
+first, best first within each (`stripes`), so hypotheses that met more constraints are not crowded
+out by likelier ones that met fewer. eos is allowed only once every constraint is met. A hypothesis
+that leaves a constraint half-written drops it, and may begin it again. A sentence without
+constraints has one bank: its search is plain beam search. At the length limit every hypothesis must
+end; one that missed a constraint then ranks after every one that met all (`MISSED`). While a
+sentence's prefix lasts, its one allowed token is its prefix's next (whose log-probability counts in
+the score).
 
 `beam.beam_search(constraints=...)` runs it: the decoder step gives the log-probabilities, and the
 choice is made here, eagerly.
