@@ -99,3 +99,13 @@ def test_spans_matching_keep_come_back_as_they_are(translator):
     assert "{x1}" in found[0].text and "{y&z}" in found[2].text.split("\n")[0]
     assert found[1].text == translator.translate(["c d e"])[0].text
     assert found[2].text.count("\n") == 1 and "<" not in found[2].text and "&amp;" not in found[2].text
+
+
+def test_the_command_line_keeps_spans_and_refuses_a_bad_pattern_in_one_line(trained_run, tmp_path, capsys):
+    assert main(["translate", str(trained_run), "a {x1} b", "--keep", r"\{[^}]*\}"]) == 0
+    assert "{x1}" in capsys.readouterr().out
+    out = tmp_path / "out.txt"
+    assert main(["translate", str(trained_run), "a b", "--keep", "(unclosed", "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--keep '(unclosed' is not a regular expression" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
