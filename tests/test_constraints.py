@@ -5,6 +5,7 @@ import pytest
 
 from aiayn.cli import main
 from aiayn.config import ConfigError
+from aiayn.text import glossary as glossaries
 from aiayn.text.glossary import Glossary, GlossaryError
 from aiayn.translation import load_translator
 
@@ -109,3 +110,57 @@ def test_the_command_line_keeps_spans_and_refuses_a_bad_pattern_in_one_line(trai
     err = capsys.readouterr().err
     assert "--keep '(unclosed' is not a regular expression" in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+TBX_BASIC = """<?xml version="1.0" encoding="UTF-8"?>
+<martif type="TBX" xml:lang="en"><text><body>
+  <termEntry id="c1">
+    <langSet xml:lang="{src}-US"><tig><term>d</term></tig><tig><term>e  f</term></tig></langSet>
+    <langSet xml:lang="xx"><tig><term>never</term></tig></langSet>
+    <langSet xml:lang="{tgt}">
+      <tig><term>old</term><termNote type="administrativeStatus">deprecatedTerm-admn-sts</termNote></tig>
+      <tig><term>q r</term><termNote type="administrativeStatus">preferredTerm-admn-sts</termNote></tig>
+    </langSet>
+  </termEntry>
+  <termEntry id="c2"><langSet xml:lang="{tgt}"><tig><term>s</term></tig></langSet></termEntry>
+</body></text></martif>
+"""
+
+TBX_3 = """<?xml version="1.0" encoding="UTF-8"?>
+<tbx style="dct" type="TBX-Basic" xml:lang="en" xmlns="urn:iso:std:iso:30042:ed-2"><text><body>
+  <conceptEntry id="c1">
+    <langSec xml:lang="{src}"><termSec><term>g</term></termSec></langSec>
+    <langSec xml:lang="{tgt}"><termSec><term>w v</term></termSec></langSec>
+  </conceptEntry>
+</body></text></tbx>
+"""
+
+
+def test_a_tbx_termbase_gives_each_direction_its_glossary_synonyms_in_deprecated_terms_out(tmp_path):
+    basic, v3 = tmp_path / "basic.tbx", tmp_path / "v3.tbx"
+    basic.write_text(TBX_BASIC.format(src="en", tgt="de"))
+    v3.write_text(TBX_3.format(src="en", tgt="de"))
+    termbase = glossaries.read(basic)
+    assert termbase.languages() == ["de", "en", "xx"]
+    assert termbase.towards("en", "de").entries == (("d", "q r"), ("e f", "q r"))
+    assert termbase.towards("de", "en").entries == (("q r", "d"),)  # the deprecated term is no source
+    assert glossaries.read(v3).towards("en", "de").entries == (("g", "w v"),)
+    with pytest.raises(GlossaryError, match=f"{basic}: no concept has terms in both en and fr "
+                                            r"\(its languages: de, en, xx\)"):
+        termbase.towards("en", "fr")
+    broken = tmp_path / "broken.tbx"
+    broken.write_text("<martif>\n<text>\n<termEntry></text></martif>\n")
+    with pytest.raises(GlossaryError, match=f"{broken}:3: not a TBX file"):
+        glossaries.read(broken)
+
+
+def test_the_command_line_takes_a_tbx_termbase_for_the_models_direction(translator, trained_run, tmp_path,
+                                                                         capsys):
+    terms = tmp_path / "terms.tbx"
+    terms.write_text(TBX_BASIC.format(src=translator.src_lang, tgt=translator.tgt_lang))
+    assert main(["translate", str(trained_run), "a d c", "--glossary", str(terms)]) == 0
+    assert "q r" in capsys.readouterr().out
+    terms.write_text(TBX_BASIC.format(src="xy", tgt="yz"))
+    assert main(["translate", str(trained_run), "a d c", "--glossary", str(terms)]) == 2
+    err = capsys.readouterr().err
+    assert f"{terms}: no concept has terms in both" in err and len(err.strip().splitlines()) == 1

@@ -68,3 +68,4 @@ def test_constraints_benchmark_measures_constraints_and_a_glossary(trained_run):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| 1 per sentence | " in done.stdout and "| 3 per sentence | " in done.stdout
     assert "| with | " in done.stdout
+    assert "| best translation begins with its prefix, token for token | 20 of 20 |" in done.stdout

@@ -15,7 +15,7 @@ from aiayn.config import ConfigError
 from aiayn.data.readers import DataError, decode_lines, iter_lines
 from aiayn.files import check_writable, write_atomically
 from aiayn.text import documents
-from aiayn.text.glossary import Glossary
+from aiayn.text import glossary as glossaries
 from aiayn.translation import CHUNK, Translation, model_format
 
 
@@ -50,8 +50,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                    help="spans of plain text that match this regular expression (placeholders such as "
                         "'\\{[^}]*\\}', code, names) come back as they are, where their words land")
     p.add_argument("--glossary", metavar="FILE",
-                   help="a glossary, SOURCE TERM<TAB>TARGET TERM per line: every term found in a sentence "
-                        "(whole words, the file's case) is translated as the file says (a constraint)")
+                   help="a glossary, SOURCE TERM<TAB>TARGET TERM per line, or a TBX termbase (.tbx): every "
+                        "term found in a sentence (whole words, the file's case) is translated as the file "
+                        "says (a constraint)")
     add_direction_options(p)
     add_inference_options(p)
 
@@ -67,11 +68,12 @@ def run(args: argparse.Namespace) -> int:
         args.compile = True
         print(f"aiayn: {args.input} has {LONG_INPUT:,} lines or more: the decoder step is compiled, which "
               "repays itself on such a file (--no-compile: never)", file=sys.stderr)
-    glossary = Glossary.read(args.glossary) if args.glossary else None  # before the model loads
+    terms = glossaries.read(args.glossary) if args.glossary else None  # before the model loads
     keep = _pattern(args.keep)
     if args.constraints:
         args.split = False
     translator = translator_for(args)
+    glossary = terms.towards(translator.src_lang, translator.tgt_lang) if terms else None
     lines, chunk = _lines(args)
     if args.constraints:
         lines = (_constrained(line) for line in lines)
@@ -136,8 +138,9 @@ def _translate_file(args: argparse.Namespace) -> int:
         raise DataError(f"{source}: {flag} applies to lines of text, not to a {source.suffix} file")
     data = source.read_bytes()
     documents.read(data, str(source))  # a broken file fails before the model loads
-    glossary = Glossary.read(args.glossary) if args.glossary else None
+    terms = glossaries.read(args.glossary) if args.glossary else None
     translator = translator_for(args)
+    glossary = terms.towards(translator.src_lang, translator.tgt_lang) if terms else None
     out = translator.translate_file(data, str(source), progress=True, glossary=glossary)
     if args.output or source.suffix.lower() == ".docx":
         target = Path(args.output) if args.output else source.with_suffix(f".{translator.tgt_lang}.docx")

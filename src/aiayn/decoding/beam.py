@@ -15,13 +15,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from aiayn.decoding.constrained import Constraints
 from aiayn.decoding.steps import Hypothesis, Step, max_output_lengths, output_tokens
 from aiayn.model import Transformer
+
+if TYPE_CHECKING:
+    from aiayn.decoding.constrained import Constraints
 
 NEG_INF = float("-inf")
 

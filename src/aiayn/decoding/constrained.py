@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from aiayn.decoding.beam import top_k
+
 NEG_INF = float("-inf")
 MISSED = 1e4  # subtracted from the score of a hypothesis that ended without meeting every constraint
 
@@ -95,22 +97,24 @@ class Constraints:
         in the order taken; which of the first K end (B, K); which candidates live on (B, K), and
         their scores, beams and tokens."""
         b, k, v = scores.size(0), scores.size(1), log_probs.size(-1)
-        lp = log_probs.view(b, -1, v).clone()  # (B, R, V)
-        r = lp.size(1)
+        # (B, R, V): added in one pass, then masked in place
+        totals = log_probs.view(b, -1, v) + scores[:, :log_probs.size(0) // b, None]
+        r = totals.size(1)
         done, place, within = self.done[:, :r], self.place[:, :r], self.within[:, :r]
         unmet = self.met(done, within) < self.need[:, None]  # (B, R)
-        lp[..., eos_id] = lp[..., eos_id].masked_fill(unmet & ~at_limit[:, None], NEG_INF)
+        totals[..., eos_id].masked_fill_(unmet & ~at_limit[:, None], NEG_INF)
         if position < self.prefixes.size(1):  # a prefix's token is the only one allowed
             forced = self.prefixes[:, position]  # (B,), -1: free
-            allowed = torch.arange(v, device=lp.device) == forced[:, None]  # (B, V)
-            lp = lp.masked_fill(((forced >= 0)[:, None] & ~allowed)[:, None, :], NEG_INF)
-        totals = lp + scores[:, :r, None] + torch.where(at_limit[:, None, None], only_eos, 0.0)  # (B, R, V)
+            allowed = torch.arange(v, device=totals.device) == forced[:, None]  # (B, V)
+            totals.masked_fill_(((forced >= 0)[:, None] & ~allowed)[:, None, :], NEG_INF)
+        if at_limit.any():
+            totals.add_(torch.where(at_limit[:, None, None], only_eos, 0.0))
 
         # Candidates: the 2K best, each row's best, and each row's tokens that advance a constraint.
-        best, flat = totals.flatten(1).topk(min(2 * k, r * v), dim=1)  # (B, 2K)
+        best, flat = top_k(totals, min(2 * k, r * v))  # (B, 2K)
         own, own_tokens = totals.max(dim=2)  # (B, R)
         wanted = self._wanted(done, place, within)  # (B, R, C)
-        rows = torch.arange(r, device=lp.device).expand(b, -1)  # (B, R)
+        rows = torch.arange(r, device=totals.device).expand(b, -1)  # (B, R)
         beams = torch.cat([flat // v, rows, rows[:, :, None].expand_as(wanted).flatten(1)], dim=1)  # (B, M)
         tokens = torch.cat([flat % v, own_tokens, wanted.clamp(min=0).flatten(1)], dim=1)
         values = torch.cat([best, own, totals.gather(2, wanted.clamp(min=0)).masked_fill(wanted < 0, NEG_INF)

@@ -3,11 +3,17 @@ term (blank lines and lines starting with # are skipped). Every entry whose sour
 sentence, as whole words and with the case the file gives, makes its target term a constraint of
 that sentence's translation (decoding/constrained.py). Where entries overlap ("New York", "York"),
 the longest match wins; a target term is asked for once per sentence.
+
+A TBX file (ISO 30042 termbase: TBX-Basic's termEntry/langSet/tig, or TBX v3's
+conceptEntry/langSec/termSec) is read as a `Termbase`: each concept's terms by language. The
+direction a model translates picks its glossary: every source-language term of a concept (its
+synonyms) -> the concept's first target-language term that is not deprecated.
 """
 
 from __future__ import annotations
 
 import re
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,9 +69,82 @@ class Glossary:
     def __len__(self) -> int:
         return len(self.entries)
 
+    def towards(self, source: str, target: str) -> Glossary:
+        """This glossary, for a model translating source -> target (a TBX termbase picks by them)."""
+        return self
+
     def targets(self, sentence: str) -> list[str]:
         """The target terms of the entries whose source term occurs in `sentence`, in order of
         occurrence, each once."""
         if self._pattern is None:
             return []
         return list(dict.fromkeys(self._target[m.group(0)] for m in self._pattern.finditer(sentence)))
+
+
+XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
+DEPRECATED = ("deprecated", "superseded", "admitted-not")  # administrativeStatus values left out
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Termbase:
+    """A TBX file's concepts, each a mapping of language (its primary subtag: en, de) -> terms."""
+
+    path: Path
+    concepts: tuple[dict[str, tuple[str, ...]], ...]
+
+    @classmethod
+    def read(cls, path: str | Path) -> Termbase:
+        path = Path(path)
+        try:
+            root = ElementTree.parse(path).getroot()
+        except ElementTree.ParseError as e:
+            raise GlossaryError(f"{path}:{e.position[0]}: not a TBX file ({e})") from None
+        except OSError as e:
+            raise GlossaryError(f"{path}: cannot read the glossary ({e})") from e
+        concepts = []
+        for entry in (e for e in root.iter() if _local(e.tag) in ("termEntry", "conceptEntry")):
+            terms: dict[str, list[str]] = {}
+            for lang_set in (e for e in entry if _local(e.tag) in ("langSet", "langSec")):
+                lang = lang_set.get(XML_LANG, "").split("-")[0].split("_")[0].lower()
+                for term in _terms(lang_set):
+                    terms.setdefault(lang, []).append(term)
+            concepts.append({lang: tuple(ts) for lang, ts in terms.items() if lang})
+        if not concepts:
+            raise GlossaryError(f"{path}: no termEntry or conceptEntry: not a TBX termbase")
+        return cls(path, tuple(concepts))
+
+    def languages(self) -> list[str]:
+        return sorted({lang for concept in self.concepts for lang in concept})
+
+    def towards(self, source: str, target: str) -> Glossary:
+        """The glossary for source -> target: each source term of a concept -> its first target term."""
+        source, target = source.split("-")[0].lower(), target.split("-")[0].lower()
+        entries = [(term, concept[target][0]) for concept in self.concepts
+                   if source in concept and target in concept for term in concept[source]]
+        if not entries:
+            raise GlossaryError(f"{self.path}: no concept has terms in both {source} and {target} "
+                                f"(its languages: {', '.join(self.languages()) or 'none'})")
+        return Glossary(tuple(entries))
+
+
+def _terms(lang_set: ElementTree.Element) -> list[str]:
+    """The terms of one language of a concept, in order, deprecated ones left out."""
+    found = []
+    for group in (e for e in lang_set if _local(e.tag) in ("tig", "ntig", "termSec")):
+        status = " ".join((e.text or "").strip().lower() for e in group.iter()
+                          if _local(e.tag) == "termNote" and e.get("type") == "administrativeStatus")
+        term = next((" ".join("".join(e.itertext()).split()) for e in group.iter()
+                     if _local(e.tag) == "term"), "")
+        if term and not status.startswith(DEPRECATED):
+            found.append(term)
+    return found
+
+
+def read(path: str | Path) -> Glossary | Termbase:
+    """A glossary file: TBX (.tbx) or tab-separated (any other name). Either gives the glossary of a
+    direction with `towards(source, target)`."""
+    return Termbase.read(path) if Path(path).suffix.lower() == ".tbx" else Glossary.read(path)
