@@ -94,3 +94,17 @@ def test_check_writable_fails_before_any_work(tmp_path):
         files.check_writable(tmp_path / "missing" / "out.txt")
     with pytest.raises(OutputError, match="is a directory"):
         files.check_writable(tmp_path)
+
+
+def test_a_temporary_sibling_in_use_by_this_process_is_no_leftover_and_each_is_its_own(tmp_path):
+    """Threads of one process writing beside the same place get names of their own, and cleaning
+    leftovers (what killed processes left, or an earlier process of this pid) never takes one in use."""
+    out = tmp_path / "out"
+    with files.sibling(out) as first, files.sibling(out) as second:
+        first.mkdir()
+        second.mkdir()
+        earlier = tmp_path / f".out.tmp-{os.getpid()}"  # an earlier process of this pid, killed
+        earlier.mkdir()
+        assert files.clean_leftovers(tmp_path, lambda name: True) == [earlier]
+        assert first != second and first.exists() and second.exists()
+    assert sorted(files.clean_leftovers(tmp_path, lambda name: True)) == sorted([first, second])

@@ -3,21 +3,25 @@
     with files.replacing(out, "aiayn checkpoint", is_checkpoint, force) as tmp:
         ...write the files into tmp...
 
-A directory is written into a hidden sibling, `.NAME.tmp-PID`, and renamed into place only when
+A directory is written into a hidden sibling, `.NAME.tmp-PID-N` (`sibling`: N unique within the
+process, so that its threads never share one), and renamed into place only when
 complete, so a crash never leaves a half-written directory where a whole one is expected. What
 is already at `out` is replaced only when it is empty or of the same kind (an older checkpoint
 by a newer one), or when the user passes --force; a training run directory is never replaced.
 A failed write removes its temporary directory and, when the disk is full, says so. Directories
 left by a process killed mid-write are cleaned up by the next write to the same place: a
-temporary one is deleted, and an older output moved aside just before the kill is put back.
+temporary one is deleted, and an older output moved aside just before the kill is put back; one
+that a live process, or a thread of this one, is writing is left alone.
 """
 
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import re
 import shutil
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +29,10 @@ from pathlib import Path
 from aiayn.errors import AiaynError
 
 RUN_FILES = ("checkpoints", "metrics.jsonl")  # what makes a directory a training run
-_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<what>tmp|old)-(?P<pid>\d+)$")
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<what>tmp|old)-(?P<pid>\d+)(-\d+)?$")
+_numbers = itertools.count()
+_live: set[Path] = set()  # this process's siblings in use (`sibling`), by any of its threads
+_live_lock = threading.Lock()
 
 
 class OutputError(AiaynError):
@@ -63,21 +70,36 @@ def check_writable(path: Path) -> None:
         raise OutputError(f"{path}: permission denied")
 
 
+@contextmanager
+def sibling(path: Path, what: str = "tmp") -> Iterator[Path]:
+    """A name beside `path` for a temporary file or directory (`what`: "tmp", or "old" for an output
+    moved aside), `.NAME.WHAT-PID-N`, unique within this process: `clean_leftovers` leaves it alone
+    while the block runs. The caller creates and removes what it names."""
+    with _live_lock:
+        name = path.parent / f".{path.name}.{what}-{os.getpid()}-{next(_numbers)}"
+        _live.add(name)
+    try:
+        yield name
+    finally:
+        with _live_lock:
+            _live.discard(name)
+
+
 def write_atomically(path: Path, data: bytes | memoryview) -> None:
     """`data` as the file `path`: written beside it and renamed over it, so a crash or a full disk
     leaves the old file (or none), never half of the new one."""
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        tmp.unlink(missing_ok=True)
-        if is_disk_full(e):
-            raise OutputError(f"{path}: no space left on device; nothing was written") from e
-        raise
+    with sibling(path) as tmp:
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException as e:
+            tmp.unlink(missing_ok=True)
+            if is_disk_full(e):
+                raise OutputError(f"{path}: no space left on device; nothing was written") from e
+            raise
 
 
 @contextmanager
@@ -88,25 +110,23 @@ def replacing(path: str | Path, kind: str, is_kind: Callable[[Path], bool], forc
     check_out(path, kind, is_kind, force)
     path.parent.mkdir(parents=True, exist_ok=True)
     clean_leftovers(path.parent, lambda name: name == path.name)
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        tmp.mkdir()
-        yield tmp
-        fsync_dir(tmp)
-    except BaseException as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if is_disk_full(e):
-            kept = f"; the {kind} already at {path} is intact" if path.exists() else ""
-            raise OutputError(f"{path}: no space left on device while writing the {kind}; nothing was "
-                              f"written{kept}. Free some space and run again") from e
-        raise
-    old = path.parent / f".{path.name}.old-{os.getpid()}"
-    if path.exists():
-        path.rename(old)
-    tmp.rename(path)
-    fsync_dir(path.parent)
-    shutil.rmtree(old, ignore_errors=True)
+    with sibling(path) as tmp, sibling(path, "old") as old:
+        try:
+            tmp.mkdir()
+            yield tmp
+            fsync_dir(tmp)
+        except BaseException as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if is_disk_full(e):
+                kept = f"; the {kind} already at {path} is intact" if path.exists() else ""
+                raise OutputError(f"{path}: no space left on device while writing the {kind}; nothing was "
+                                  f"written{kept}. Free some space and run again") from e
+            raise
+        if path.exists():
+            path.rename(old)
+        tmp.rename(path)
+        fsync_dir(path.parent)
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def clean_leftovers(directory: Path, belongs: Callable[[str], bool]) -> list[Path]:
@@ -116,7 +136,7 @@ def clean_leftovers(directory: Path, belongs: Callable[[str], bool]) -> list[Pat
     removed = []
     for entry in directory.iterdir() if directory.is_dir() else []:
         m = _LEFTOVER.match(entry.name)
-        if not m or not belongs(m["name"]) or not entry.is_dir() or _alive(int(m["pid"])):
+        if not m or not belongs(m["name"]) or not entry.is_dir() or _alive(int(m["pid"]), entry):
             continue
         target = directory / m["name"]
         if m["what"] == "old" and not target.exists():
@@ -151,9 +171,11 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _alive(pid: int) -> bool:
+def _alive(pid: int, path: Path) -> bool:
+    """Whether the process `pid` may still be writing `path` (this one: if a thread of it is)."""
     if pid == os.getpid():
-        return False  # this process is not writing it: a leftover from an earlier process of this pid
+        with _live_lock:  # if not in use, a leftover of an earlier process of this pid
+            return path in _live
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -21,7 +21,6 @@ import copy
 import dataclasses
 import itertools
 import re
-import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,8 +111,8 @@ def prepare(model: Transformer, device: torch.device, dtype: str = "float32", in
     torch_dtype = getattr(torch, dtype)
     problem = packages.known_unloadable(device) if compile is not False else ""
     if problem:  # this machine's torch crashes loading compiled steps (`packages.loads`)
-        if compile:
-            print(packages.unloadable_notice(problem), file=sys.stderr, flush=True)
+        if compile or packages.entries():  # asked for, or what the cache holds would have been used
+            packages.say_unloadable(problem)
         compile = False
     if int8:
         if device.type != "cpu":

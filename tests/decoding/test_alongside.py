@@ -2,9 +2,14 @@
 search will shrink through (`packages.Alongside`). A file of its own, so that a test worker other
 than test_packages.py's can take it."""
 
+import contextlib
 import json
 import os
+import subprocess
+import sys
 import tempfile
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -65,3 +70,51 @@ def test_the_steps_after_a_first_step_are_compiled_alongside_it(cache, tmp_path,
     needed = {(2, True, False), (2, False, True)}  # (rows, first, traced): the later one traced
     assert needed <= stored <= needed | {(4, False, True)}
     assert not list(tmp_path.glob("aiayn-step-*"))
+
+
+PARENT = """
+import sys, time
+from aiayn.decoding import beam_search, packages
+from aiayn.decoding.compiled import CompiledStep
+from tests.conftest import one_layer_model, random_ids
+
+def build(*args, **kwargs):  # the parent compiles nothing itself: it says its children and waits
+    print(*(p.pid for p, _ in packages.alongside._running.values()), flush=True)
+    time.sleep(600)
+
+packages.build = build
+model = one_layer_model()
+beam_search(model, random_ids(2, 6, seed=3), 2, 1, 0.6, "gnmt", step=CompiledStep(model))
+"""
+
+
+def test_a_process_compiling_alongside_ends_with_its_parent_even_one_killed(cache, monkeypatch):
+    """`kill -9` of the process that asked for steps: the processes compiling them for it (and the
+    compilers they started) end within 10 s, rather than compile for no one."""
+    monkeypatch.setenv("AIAYN_COMPILE_WORKERS", "1")
+    root = Path(__file__).resolve().parents[2]
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], cwd=root, stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *sys.path])})
+    try:
+        children = [int(pid) for pid in parent.stdout.readline().split()]
+        assert children, "no step was compiled alongside"
+        group = os.getpgid(children[0])
+        assert group != os.getpgid(parent.pid)  # its own group, its compilers with it
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 10
+    while _members(group) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _members(group), f"still running 10 s after their parent was killed: {_members(group)}"
+
+
+def _members(group: int) -> list[int]:
+    """The live processes (not zombies) of a process group."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = status.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == group and fields[0] != "Z":
+                found.append(int(status.parent.name))
+    return found

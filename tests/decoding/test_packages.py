@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import types
 import zipfile
 
@@ -339,17 +340,58 @@ def test_translate_compiles_for_a_long_input_file_unless_refused(
     assert asked == [True, False, None]
 
 
-@pytest.mark.parametrize("check, problem", [
-    ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", "killed the process with SIGSEGV"),
-    ("raise OSError('undefined symbol: aoti_foo')", "failed: OSError: undefined symbol: aoti_foo"),
-    ("import sys; assert sys.argv[1:] == ['step.so', 'cpu']", ""),
+@pytest.mark.parametrize("check, problem, lasting", [
+    ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", "killed the process with SIGSEGV", True),
+    ("import os, signal; os.kill(os.getpid(), signal.SIGABRT)", "killed the process with SIGABRT", True),
+    ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "killed the process with SIGKILL", False),
+    ("raise OSError('undefined symbol: aoti_foo')", "failed: OSError: undefined symbol: aoti_foo", False),
+    ("import sys; assert sys.argv[1:] == ['step.so', 'cpu']", "", True),
 ])
-def test_whether_a_step_loads_is_found_in_a_child_process_which_may_crash(monkeypatch, check, problem):
+def test_whether_a_step_loads_is_found_in_a_child_process_which_may_crash(monkeypatch, check, problem,
+                                                                         lasting):
     """torch 2.11.0+cu130 on the lent GPU machines crashes any process loading an AOTInductor package
-    (a segmentation fault, CPU and CUDA): the child takes the crash and names it."""
+    (a segmentation fault, CPU and CUDA): the child takes the crash and names it. Only a crash lasts;
+    an out-of-memory kill (SIGKILL) or an error may not happen again."""
     monkeypatch.setattr(packages, "_LOAD_CHECK", check)
-    found = packages._check_loads(packages.Path("step.so"), torch.device("cpu"))
+    found, lasts = packages._check_loads(packages.Path("step.so"), torch.device("cpu"))
     assert (problem in found and found.startswith("loading it")) if problem else found == ""
+    assert lasts == lasting
+
+
+@pytest.mark.parametrize("problem", ["loading it did not end in 300 s",
+                                     "loading it killed the process with SIGKILL"])
+def test_a_load_check_that_times_out_or_is_killed_leaves_no_verdict_and_a_later_process_compiles(
+        cache, monkeypatch, capsys, problem):
+    """A busy machine's time-out or an out-of-memory kill says nothing lasting about torch: this
+    process decodes eagerly and says so; the next checks again, and compiles and loads its steps."""
+    monkeypatch.setattr(packages, "_verdicts", {})
+    monkeypatch.setattr(packages, "_said", set())
+    check = packages._check_loads
+    monkeypatch.setattr(packages, "_check_loads", lambda path, device: (problem, False))
+    model = one_layer_model()
+    eager = [h.tokens for h in greedy_search(model, SRC, LIMITS)]
+    with pytest.raises(packages.Unloadable):
+        outputs(model)
+    assert f"({problem}): decoding runs eagerly (the next process checks again)" in capsys.readouterr().err
+    assert not packages.verdict_path(torch.device("cpu")).exists()
+
+    monkeypatch.setattr(packages, "_verdicts", {})  # a later process
+    monkeypatch.setattr(packages, "_check_loads", check)
+    assert packages.known_unloadable(torch.device("cpu")) is None
+    assert outputs(model) == eager
+    assert packages.read_verdict(torch.device("cpu")) == ""  # it loads: that is kept
+
+
+def test_a_crash_verdict_expires(cache, monkeypatch):
+    monkeypatch.setattr(packages, "_verdicts", {})
+    path = packages.verdict_path(torch.device("cpu"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    crash = "loading it killed the process with SIGSEGV"
+    for days, known in [(1, crash), (packages.VERDICT_DAYS + 1, None)]:
+        checked = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - days * 86400))
+        path.write_text(json.dumps({"torch": torch.__version__, "problem": crash, "checked": checked,
+                                    "machine": packages.machine(torch.device("cpu"))}))
+        assert packages.read_verdict(torch.device("cpu")) == known
 
 
 def test_where_steps_crash_torch_translation_runs_eagerly_says_so_once_and_remembers(
@@ -373,8 +415,9 @@ def test_where_steps_crash_torch_translation_runs_eagerly_says_so_once_and_remem
     checked = []
     monkeypatch.setattr(packages, "build", build)
     monkeypatch.setattr(packages, "_verdicts", {})
+    monkeypatch.setattr(packages, "_said", set())
     monkeypatch.setattr(packages, "_check_loads", lambda path, device: checked.append(path) or
-                        "loading it killed the process with SIGSEGV")
+                        ("loading it killed the process with SIGSEGV", True))
     model, src = one_layer_model(), random_ids(3, 6, seed=7)
     configs = [DecodeConfig(beam_size=1, temperature=1.0, top_k=5),  # first: it drew before it found out
                DecodeConfig(beam_size=2, nbest=2), DecodeConfig(beam_size=1)]
@@ -394,13 +437,14 @@ def test_where_steps_crash_torch_translation_runs_eagerly_says_so_once_and_remem
     assert verdict["problem"].endswith("SIGSEGV") and verdict["torch"] == torch.__version__
 
     monkeypatch.setattr(packages, "_verdicts", {})  # a later process
+    monkeypatch.setattr(packages, "_said", set())
     monkeypatch.setattr(packages, "_check_loads", lambda path, device: pytest.fail("checked again"))
     for config in configs:
         assert hypotheses(True, config) == hypotheses(False, config)
     assert len(cache) == 1 and capsys.readouterr().err == ""
-    assert prepare(model, torch.device("cpu"), compile=None)[2] is False
+    assert prepare(model, torch.device("cpu"), compile=None)[2] is False  # it would use the cache's steps
     assert prepare(model, torch.device("cpu"), compile=True)[2] is False
-    assert "cannot load a compiled decoder step" in capsys.readouterr().err
+    assert capsys.readouterr().err.count("cannot load a compiled decoder step") == 1  # said once
     assert main(["cache", "info"]) == 0
     assert f"torch {torch.__version__} on cpu {platform.machine()} cannot load compiled steps (loading it " \
         "killed the process with SIGSEGV; found 20" in capsys.readouterr().out
@@ -408,3 +452,44 @@ def test_where_steps_crash_torch_translation_runs_eagerly_says_so_once_and_remem
     assert main(["cache", "clear"]) == 0
     assert not packages.verdict_path(torch.device("cpu")).exists()
     assert packages.known_unloadable(torch.device("cpu")) is None
+
+
+def test_two_threads_compiling_two_steps_into_one_cache_at_once_both_store_and_load_them(cache, monkeypatch):
+    """Each build's temporary directory is its own, and a build's cleaning of what killed processes
+    left never takes another thread's: the first thread compiles only once the second has cleaned
+    the cache's leftovers; both steps are stored and load (one process exports one at a time)."""
+    cleaned, clean = threading.Event(), packages.files.clean_leftovers
+    calls, compile_package = [], torch._inductor.aoti_compile_and_package
+
+    def clean_and_tell(*args):
+        removed = clean(*args)
+        calls.append(threading.current_thread())
+        if len(set(calls)) == 2:
+            cleaned.set()
+        return removed
+
+    def compile_after_the_other_cleaned(*args, **kwargs):
+        assert cleaned.wait(HANG_S)
+        return compile_package(*args, **kwargs)
+
+    monkeypatch.setattr(packages.files, "clean_leftovers", clean_and_tell)
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compile_after_the_other_cleaned)
+    models = [one_layer_model(), one_layer_model()]
+    with torch.no_grad():
+        models[1].output_proj.weight.mul_(-1)  # another model: other weights, another step
+    eager = [[h.tokens for h in greedy_search(m, SRC, LIMITS)] for m in models]
+    found, failed = [None, None], []
+
+    def compile_one(i):
+        try:
+            found[i] = outputs(models[i])
+        except BaseException as e:  # noqa: BLE001 - reported below
+            failed.append(e)
+
+    threads = [threading.Thread(target=compile_one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(HANG_S)
+    assert not failed and found == eager
+    assert len(packages.entries()) == 2 and len(cache) == 2

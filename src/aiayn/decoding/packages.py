@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import _ctypes
 import atexit
+import calendar
 import contextlib
 import ctypes
 import functools
@@ -83,6 +84,8 @@ class Kind:
     beams: int = 0  # the beam size of a score function's inputs (scores (B/K, K), static), 0 without
 
 
+_tables = threading.Lock()  # Packages' tables, for the threads of a process sharing steps
+
 # (module, a kind of step, its inputs) -> the kinds needed next, each with a function making inputs
 Ahead = Callable[[nn.Module, Kind, tuple], list[tuple[Kind, Callable[[], tuple]]]]
 
@@ -105,12 +108,18 @@ class Packages:
         self._runners: dict[Kind, Runner] = {}
         self._weights: str | None = None
         self.weights = {} if weights is None else weights  # name -> (digest, tensor, its step) loaded
+        self._loading: dict[Kind, threading.Lock] = {}  # one kind is loaded or built by one thread
 
     def __call__(self, *inputs: Any) -> Any:
         kind = self.kind(self.module, inputs)
         runner = self._runners.get(kind)
         if runner is None:
-            runner = self._runners[kind] = self._load_or_build(kind, inputs)
+            with _tables:
+                loading = self._loading.setdefault(kind, threading.Lock())
+            with loading:  # another thread's build of this kind: its step; of another kind: at once
+                runner = self._runners.get(kind) or self._load_or_build(kind, inputs)
+                with _tables:
+                    self._runners[kind] = runner
         return runner(*inputs)
 
     def kinds(self) -> list[Kind]:
@@ -207,12 +216,13 @@ class Packages:
         own = runner.constants()  # `recorded`: the entry's digests of them
         if not isinstance(recorded, dict) or not recorded or recorded.keys() != own.keys():
             return runner
-        if all(self.weights.get(name, ("",))[0] == digest for name, digest in recorded.items()):
-            with contextlib.suppress(RuntimeError):  # if refused, it keeps its own
-                runner.use_constants({name: self.weights[name][1] for name in recorded})
-        else:
-            for name, digest in recorded.items():  # views of `runner`'s buffer: kept with it
-                self.weights.setdefault(name, (digest, own[name], runner))
+        with _tables:  # `weights` may be another Packages' too
+            if all(self.weights.get(name, ("",))[0] == digest for name, digest in recorded.items()):
+                with contextlib.suppress(RuntimeError):  # if refused, it keeps its own
+                    runner.use_constants({name: self.weights[name][1] for name in recorded})
+            else:
+                for name, digest in recorded.items():  # views of `runner`'s buffer: kept with it
+                    self.weights.setdefault(name, (digest, own[name], runner))
         return runner
 
 
@@ -257,23 +267,30 @@ class Unloadable(RuntimeError):
 _LOAD_CHECK = "import sys, torch; from pathlib import Path; from aiayn.decoding.packages import Runner; " \
               "Runner(Path(sys.argv[1]), torch.device(sys.argv[2]))"  # what the child process runs
 _verdicts: dict[str, str] = {}  # this process's: environment key -> "" (loads) or why not
+_said: set[str] = set()  # the verdicts `say_unloadable` has said
+CRASHES = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE}
+VERDICT_DAYS = 30  # a recorded verdict is checked again after this long (and with another torch)
 
 
 def loads(path: Path, device: torch.device, notice: Callable[[str], None] | None = None) -> bool:
     """Whether this torch loads compiled steps on this machine. Some builds crash the process as
     they load any AOTInductor package (torch 2.11.0+cu130 on the lent H100 and H200: a segmentation
     fault, CPU and CUDA alike), which no exception handler sees; so the first step a machine and torch
-    load is loaded in a child process first, and the verdict kept in the cache (`verdict_path`;
-    `aiayn cache clear` forgets it). If it is no, `notice` says so."""
+    load is loaded in a child process first. A crash of that process (a signal such as SIGSEGV) is
+    kept in the cache as this machine's verdict for VERDICT_DAYS (`verdict_path`; `aiayn cache clear`
+    forgets it); any other failure (a time-out, an out-of-memory kill, an error) holds for this
+    process only, and a later one checks again. If it is no, `notice` says so."""
     if known_unloadable(device) is None:
-        problem = _verdicts[_environment(device)] = _check_loads(path, device)
-        with contextlib.suppress(OSError):
-            cache_dir().mkdir(parents=True, exist_ok=True)
-            files.write_atomically(verdict_path(device), json.dumps(
-                {"torch": torch.__version__, "machine": machine(device), "problem": problem,
-                 "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1).encode())
+        problem, lasting = _check_loads(path, device)
+        _verdicts[_environment(device)] = problem
+        if lasting:
+            with contextlib.suppress(OSError):
+                cache_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
+                files.write_atomically(verdict_path(device), json.dumps(
+                    {"torch": torch.__version__, "machine": machine(device), "problem": problem,
+                     "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1).encode())
         if problem:
-            (notice or _notice)(unloadable_notice(problem))
+            say_unloadable(problem, lasting, notice)
     return not _verdicts[_environment(device)]
 
 
@@ -288,16 +305,24 @@ def known_unloadable(device: torch.device) -> str | None:
     return _verdicts[key]
 
 
-def unloadable_notice(problem: str) -> str:
-    return (f"aiayn: torch {torch.__version__} cannot load a compiled decoder step on this machine "
-            f"({problem}): decoding runs eagerly ('aiayn cache clear' checks again)")
+def say_unloadable(problem: str, lasting: bool = True, notice: Callable[[str], None] | None = None) -> None:
+    """Say why this process decodes eagerly (once per process): `problem`, and whether it is kept."""
+    if problem in _said:
+        return
+    _said.add(problem)
+    again = "'aiayn cache clear' checks again" if lasting else "the next process checks again"
+    (notice or _notice)(f"aiayn: torch {torch.__version__} cannot load a compiled decoder step on this "
+                        f"machine ({problem}): decoding runs eagerly ({again})")
 
 
 def read_verdict(device: torch.device) -> str | None:
-    """The cache's verdict for this torch and machine: "" (loads), why not, or None if not known."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
+    """The cache's verdict for this torch and machine: "" (loads), why not, or None if not known
+    (or checked more than VERDICT_DAYS ago)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
         recorded = json.loads(verdict_path(device).read_text())
-        if recorded.get("torch") == torch.__version__ and recorded.get("machine") == machine(device):
+        checked = calendar.timegm(time.strptime(recorded["checked"], "%Y-%m-%dT%H:%M:%SZ"))
+        if recorded.get("torch") == torch.__version__ and recorded.get("machine") == machine(device) \
+                and 0 <= time.time() - checked < VERDICT_DAYS * 86400:
             return str(recorded["problem"])
     return None
 
@@ -330,22 +355,25 @@ def _environment_of(device: str) -> str:
     return hashlib.sha256(json.dumps(environment).encode()).hexdigest()[:16]
 
 
-def _check_loads(path: Path, device: torch.device) -> str:
-    """Load `path` in a child process (this one's Python, modules and environment): "" if it loads,
-    else what went wrong."""
+def _check_loads(path: Path, device: torch.device) -> tuple[str, bool]:
+    """Load `path` in a child process (this one's Python, modules and environment): ("", True) if it
+    loads, else what went wrong and whether it lasts (the process crashed: `CRASHES`)."""
     try:
         command, env = _python(_LOAD_CHECK, str(path), str(device))
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:
-        return "loading it did not end in 300 s"
+        return "loading it did not end in 300 s", False
+    except OSError as e:  # no process could start (too many, no memory)
+        return f"no process could check it ({e})", False
     if done.returncode < 0:
         with contextlib.suppress(ValueError):
-            return f"loading it killed the process with {signal.Signals(-done.returncode).name}"
-        return f"loading it killed the process with signal {-done.returncode}"
+            crash = signal.Signals(-done.returncode)
+            return f"loading it killed the process with {crash.name}", crash in CRASHES
+        return f"loading it killed the process with signal {-done.returncode}", False
     if done.returncode:
         last = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
-        return f"loading it failed: {last[0][:200]}"
-    return ""
+        return f"loading it failed: {last[0][:200]}", False
+    return "", True
 
 
 def _python(code: str, *args: str) -> tuple[list[str], dict[str, str]]:
@@ -489,20 +517,31 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+_compiling = threading.Lock()  # torch.export is not thread-safe: two threads exporting at once fail
+# ("ProxyTorchDispatchMode slot already occupied"), so a process compiles one step at a time
+
+
 def build(entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple, dynamic: tuple) -> Path:
     """Export, compile and store the step for these inputs' shapes; returns the path of the file kept
     (`kept`)."""
+    started = time.perf_counter()
+    files.clean_leftovers(entry.parent, lambda name: True)  # of killed processes, never a live build
+    with files.sibling(entry) as tmp:
+        _build_into(tmp, entry, fields, module, inputs, dynamic, started)
+    return kept(entry)
+
+
+def _build_into(tmp: Path, entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple,
+                dynamic: tuple, started: float) -> None:
     from torch._inductor import config as inductor_config
 
-    started = time.perf_counter()
-    tmp = entry.parent / f".{entry.name}.tmp-{os.getpid()}"
-    files.clean_leftovers(entry.parent, lambda name: True)  # of killed processes (and this pid's)
     tmp.mkdir(parents=True)
     try:
-        exported = torch.export.export(module, inputs, dynamic_shapes=dynamic, strict=False)
-        check_sizes(exported, fields["rows"])
-        with _setting(inductor_config, "freezing", True):
-            torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp / PACKAGE))
+        with _compiling:
+            exported = torch.export.export(module, inputs, dynamic_shapes=dynamic, strict=False)
+            check_sizes(exported, fields["rows"])
+            with _setting(inductor_config, "freezing", True):
+                torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp / PACKAGE))
         path = _library_alone(tmp / PACKAGE) if str(fields["machine"]["device"]).startswith("cpu") \
             else tmp / PACKAGE
         constants = constant_digests(path) if path.suffix == ".so" else {}
@@ -520,7 +559,6 @@ def build(entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple,
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return kept(entry)
 
 
 class Alongside:
@@ -579,7 +617,8 @@ class Alongside:
         with self._lock:
             running = list(self._running.values())
         for process, _ in running:
-            process.kill()
+            with contextlib.suppress(OSError):  # the job's process and the compilers it started
+                os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         with self._lock:
             jobs = [*self._queued.values(), *(job for _, job in self._running.values())]
@@ -594,9 +633,10 @@ class Alongside:
             while self._queued and len(self._running) < self.workers():
                 entry = next(iter(self._queued))
                 job = self._queued.pop(entry)
-                command, env = _python(_BUILD_ALONE, str(job))
-                quiet = subprocess.DEVNULL
-                process = subprocess.Popen(command, env=env, stdin=quiet, stdout=quiet, stderr=quiet)
+                command, env = _python(_BUILD_ALONE, str(job), str(os.getpid()))
+                quiet = subprocess.DEVNULL  # a process group of its own, its compilers with it (`stop`)
+                process = subprocess.Popen(command, env=env, stdin=quiet, stdout=quiet, stderr=quiet,
+                                           start_new_session=True)
                 self._running[entry] = process, job
                 threading.Thread(target=self._reap, args=(entry, process), daemon=True).start()
 
@@ -634,7 +674,8 @@ def _saved(what: Any) -> Path | None:
 
 
 alongside = Alongside()
-_BUILD_ALONE = "import sys; from aiayn.decoding.packages import build_alone; build_alone(sys.argv[1])"
+_BUILD_ALONE = "import sys; from aiayn.decoding.packages import build_alone; " \
+               "build_alone(sys.argv[1], int(sys.argv[2]))"
 
 
 @dataclass(frozen=True)
@@ -652,10 +693,11 @@ def _shapes(inputs: Any) -> Any:
                     inputs)
 
 
-def build_alone(job: str) -> None:
+def build_alone(job: str, parent: int) -> None:
     """`Alongside`'s process: compile one step into the cache, on one thread, from its example inputs
     made of zeros (unless another process stored it meanwhile); a failure is left to the process that
-    needs the step, which compiles it itself."""
+    needs the step, which compiles it itself. It ends, with its compilers, when `parent` does."""
+    _end_with(parent)
     torch.set_num_threads(1)
     entry, fields, module, inputs, dynamic = torch.load(job, weights_only=False)
     with building(entry, fields, lambda message: None):
@@ -666,6 +708,19 @@ def build_alone(job: str) -> None:
                           if isinstance(x, _Shape) else x, inputs)
         with torch.no_grad():
             build(entry, fields, module, inputs, dynamic(inputs))
+
+
+def _end_with(parent: int) -> None:
+    """End this process and its group (the compilers it started) once `parent` has ended, killed or
+    not: a thread looks every half second whether this process has been given another parent."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        with contextlib.suppress(OSError):
+            os.killpg(os.getpgid(0), signal.SIGKILL)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="aiayn-parent-watch", daemon=True).start()
 
 
 @contextlib.contextmanager
@@ -761,10 +816,10 @@ def _library_alone(package: Path) -> Path:
 
 def discard(entry: Path) -> None:
     """Remove an entry: renamed away first, so no process finds half of it."""
-    trash = entry.parent / f".{entry.name}.old-{os.getpid()}"
-    with contextlib.suppress(OSError):
-        entry.rename(trash)
-    shutil.rmtree(trash, ignore_errors=True)
+    with files.sibling(entry, "old") as trash:
+        with contextlib.suppress(OSError):
+            entry.rename(trash)
+        shutil.rmtree(trash, ignore_errors=True)
 
 
 def weights_digest(module: nn.Module) -> str:
