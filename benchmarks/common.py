@@ -1,10 +1,11 @@
 """What the benchmarks share: the machine's matmul peak, timing with warm-up and medians, the
-Multi30k batches, and recording results in benchmarks/RESULTS.md."""
+Multi30k batches, and recording results in benchmarks/detail/ (benchmarks/RESULTS.md summarises them)."""
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import statistics
@@ -22,7 +23,9 @@ from aiayn.data.readers import ParallelCorpus
 from aiayn.timing import cpu_name, timed_calls
 from aiayn.tokenizer import Tokenizer
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+RESULTS = Path(__file__).resolve().parent / "RESULTS.md"  # the summary, edited by hand
+DETAIL = RESULTS.parent / "detail"  # each benchmark's runs, appended by record()
+RECORDS = "records.jsonl"  # beside the topic files: the same runs, one JSON object a line
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CPU = torch.device("cpu")
 
@@ -126,17 +129,40 @@ def versions(*packages: str) -> str:
     return ", ".join(found)
 
 
-def record(title: str, table: str, notes: str = "", device: torch.device = CPU, path: Path = RESULTS) -> None:
-    """Append one run to `path` (RESULTS.md) with its command, machine, versions and date."""
+def detail(topic: str) -> Path:
+    """The file in benchmarks/detail/ that a benchmark's runs are appended to: detail("train_speed")."""
+    return DETAIL / f"{topic}.md"
+
+
+def record(title: str, table: str, notes: str = "", device: torch.device = CPU, *, path: Path) -> None:
+    """Append one run to `path` (a topic file under benchmarks/detail/, see `detail`) with its command,
+    machine, versions and date, and the same as one JSON line to records.jsonl in the same folder
+    (benchmarks/detail/records.jsonl), for scripts."""
     command = "python " + " ".join(sys.argv)
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    entry = (f"\n## {title} ({when})\n\n`{command}` at commit {commit()}\n\nMachine: {machine(device)}.\n"
-             f"Versions: {versions('aiayn', 'transformers', 'ctranslate2')}.\n\n{table}\n")
+    measured, host = commit(), machine(device)
+    software = versions("aiayn", "transformers", "ctranslate2")
+    entry = (f"\n## {title} ({when})\n\n`{command}` at commit {measured}\n\nMachine: {host}.\n"
+             f"Versions: {software}.\n\n{table}\n")
     if notes:
         entry += f"\n{notes}\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as f:
         f.write(entry)
-    print(f"recorded in {path}")
+    line = {"title": title, "date": when, "command": command, "commit": measured, "machine": host,
+            "versions": software, "table": table, "notes": notes, "file": _relative(path)}
+    records = path.parent / RECORDS
+    with open(records, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    print(f"recorded in {path} and {records}")
+
+
+def _relative(path: Path) -> str:
+    """`path` from the repository's root where it lies inside it (as records.jsonl names files)."""
+    try:
+        return path.resolve().relative_to(RESULTS.parents[1]).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def commit() -> str:
@@ -150,7 +176,8 @@ def commit() -> str:
 
     head = git("rev-parse", "--short", "HEAD") or "unknown"
     changed = git("status", "--porcelain", "--untracked-files=no", "--", ":(top)",
-                  ":(top,exclude)benchmarks/RESULTS.md")  # an earlier run's record is no code change
+                  ":(top,exclude)benchmarks/RESULTS.md",  # the summary and earlier runs' records
+                  ":(top,exclude)benchmarks/detail")  # are no code change
     return head + (" + changes" if changed else "")
 
 
@@ -164,7 +191,8 @@ def parser(doc: str) -> argparse.ArgumentParser:
     """A benchmark's command line: its docstring as help, and the --smoke and --record options."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--smoke", action="store_true", help="tiny model, little data: checks it runs (CI)")
-    p.add_argument("--record", action="store_true", help="append the results to benchmarks/RESULTS.md")
+    p.add_argument("--record", action="store_true",
+                   help="append the results to the benchmark's file in benchmarks/detail/")
     return p
 
 

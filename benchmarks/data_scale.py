@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import data_dir, parser, record
+from common import data_dir, detail, parser, record
 
 from aiayn.data.corpora import load_corpus
 
@@ -60,7 +60,7 @@ def main() -> None:
                        *(f"| {' | '.join(row)} |" for row in rows)])
     print(table)
     if args.record and not args.smoke:
-        record("Data at WMT scale: memory maps", table)
+        record("Data at WMT scale: memory maps", table, path=detail("data_scale"))
 
 
 def big_corpus(args) -> list[tuple[str, str, str]]:

@@ -18,7 +18,7 @@ can be several times slower than the best (thread wake-ups are slow there), so o
 would understate CTranslate2.
 
     python benchmarks/decode_speed.py                  # small preset, all systems, a few minutes
-    python benchmarks/decode_speed.py --record         # also append to benchmarks/RESULTS.md
+    python benchmarks/decode_speed.py --record         # also append to benchmarks/detail/decode_speed.md
     python benchmarks/decode_speed.py --smoke          # seconds: keeps the script working (CI)
     python benchmarks/decode_speed.py --device cuda    # on a GPU (no int8 there)
 
@@ -48,6 +48,7 @@ from common import (
     PeakMemory,
     batch_times,
     data_dir,
+    detail,
     machine,
     matmul_peak_gflops,
     peak_matrix_size,
@@ -266,7 +267,7 @@ def main() -> None:
                "system ran its first round, reset before each (in brackets: the growth over the memory held "
                "when it began); for CTranslate2, that of its own process (which loads PyTorch but no aiayn "
                "or HuggingFace model).",
-               device)
+               device, path=detail("decode_speed"))
 
 
 def real_file_main(args) -> None:
@@ -286,7 +287,8 @@ def real_file_main(args) -> None:
                f"`aiayn translate RUN --input FILE --output OUT {' '.join(real_file.FLAGS)} --threads "
                f"{threads}`, each run a process of its own; translation = its time minus the median "
                "start-up (the same command on an empty file); median of the rounds. First run: the "
-               "compiled step's first process, from an empty cache (it compiles).")
+               "compiled step's first process, from an empty cache (it compiles).",
+               path=detail("decode_speed"))
 
 
 if __name__ == "__main__":

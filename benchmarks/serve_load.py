@@ -13,7 +13,7 @@ resident memory every 30 s.
 Every server listens on 127.0.0.1 only; each level sends a fixed number of requests. The clients
 are lean HTTP/1.1 keep-alive connections (`Connection`, 0.1 ms of CPU a request): the load
 generator shares the machine's cores with the server, and a heavier client (httpx: 2.2 ms a
-request) took a fifth of what the server could use at 32 clients (benchmarks/RESULTS.md).
+request) took a fifth of what the server could use at 32 clients (benchmarks/detail/serve_load.md).
 Targets: at 32 and 128 clients, throughput >= 5x the one-at-a-time server and >= 0.7x the offline
 ceiling with no errors; at 1 client, p50 latency <= the offline single-sentence time + 10 ms;
 soak: resident memory grows < 5% from minute 2 to the end, no errors.
@@ -37,7 +37,7 @@ from typing import IO
 
 import httpx
 import torch
-from common import data_dir, parser, record
+from common import data_dir, detail, parser, record
 
 from aiayn.data.corpora import load_corpus
 from aiayn.translation import load_translator
@@ -71,14 +71,15 @@ def main() -> None:
     print(table)
     print(notes)
     if args.record:
-        record("Serving under load: batching across requests vs one at a time vs offline", table, notes)
+        record("Serving under load: batching across requests vs one at a time vs offline", table, notes,
+               path=detail("serve_load"))
 
 
 def run_levels(model: str, sentences: list[str], args) -> tuple[list[dict], str]:
     """Each client level in turn: the offline translator (one call, batches of as many sentences as
     clients, one sentence at a time), then the server with batching, then the one without, each
     right after the other. This machine's speed drifts by a fifth within minutes
-    (benchmarks/RESULTS.md), so a level's ratios come from measurements seconds apart."""
+    (benchmarks/detail/serve_load.md), so a level's ratios come from measurements seconds apart."""
     translator = load_translator(model, device="cpu", threads=args.threads)
     translator.translate(sentences[:64])  # warm
     wanted = [sentences[i % len(sentences)] for i in range(args.requests)]

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from common import (
     CPU,
     PeakMemory,
+    detail,
     machine,
     matmul_peak_gflops,
     peak_matrix_size,
@@ -169,7 +170,7 @@ def main() -> None:
                f"Matmul peak measured in the same run: {peak:,.0f} GFLOP/s ({args.precision}, {size}^3). "
                "Peak memory: the process's peak resident memory (on a GPU: PyTorch's peak allocation "
                "there) during one more pass over the batches, reset before each system (in brackets: "
-               "the growth over the memory held when the pass began).", device)
+               "the growth over the memory held when the pass began).", device, path=detail("train_speed"))
 
 
 if __name__ == "__main__":

@@ -3,19 +3,18 @@
 PyTorch's CPU tensors come from the C library's malloc, which keeps no cache of large blocks:
 glibc maps a block above a threshold (at most 32 MiB) on its own and unmaps it when freed, and
 gives back the top of its heap once more than twice that is free there. A beam search allocates
-and frees blocks of megabytes at every step (a 512-row step's log-probabilities are 16 MB) and
-per batch (its key and value caches), so the kernel hands out and zero-fills the same memory again
-and again: 150,000-170,000 page faults and 0.35-0.4 s of system time per 1,000 sentences of the
-quickstart model, a 4-9% longer translation (benchmarks/RESULTS.md). With blocks mapped only from
-32 MiB and the heap trimmed only beyond 1 GiB, a search reuses what it freed (7,000-46,000 faults).
+and frees blocks of megabytes at every step (a 512-row step's log-probabilities, 512 x 8,000
+floats) and per batch (its key and value caches), so the kernel hands out and zero-fills the same
+memory again and again: many page faults and seconds of system time, a longer translation
+(benchmarks/detail/decode_speed.md). With blocks mapped only from 32 MiB and the heap trimmed only
+beyond 1 GiB, a search reuses what it freed.
 CTranslate2 keeps a caching allocator of its own on the CPU, Marian a preallocated workspace;
 PyTorch's performance guide suggests preloading jemalloc or tcmalloc, which this does without.
 
 glibc gives each thread that allocates an arena of its own (up to 8 per core), and each keeps its
-freed memory: a server's event loop, search and preparing threads held 1.13-1.24 GB through a soak
-of 8,000 mixed requests, creeping. With two arenas shared by all threads made after the model
-loads, 1.16-1.17 GB from the second minute to the sixth, flat (MALLOC_ARENA_MAX=2 from the start:
-1.01-1.05 GB; benchmarks/detail/serve_busy.md).
+freed memory: a server's event loop, search and preparing threads held ever more through a soak of
+mixed requests. With two arenas shared by all threads made after the model loads, the memory held
+stays flat (benchmarks/detail/serve_busy.md).
 
 The settings are process-wide and cannot be undone: `translation.load_translator` makes them for a
 CPU model. An operator's own malloc settings (MALLOC_*_ or GLIBC_TUNABLES in the environment) stay,

@@ -305,7 +305,8 @@ class DecodeConfig:
         False, "run each decoder step compiled by TorchInductor ahead of time: each batch size it runs at "
                "(powers of two, finer above 64 sentences) compiles for tens of seconds once per model and "
                "machine, kept on disk for later processes ($AIAYN_CACHE_DIR, `aiayn cache`); then decoding is"
-               " faster (benchmarks/RESULTS.md), with the same translations up to float rounding; with "
+               " faster (benchmarks/detail/decode_speed.md), with the same translations up to float "
+               "rounding; with "
                "--int8, on int8 matmuls (fastest on CPUs with AMX or VNNI units). --no-compile: never. "
                "Neither given: compiled if this model has been compiled on this machine before, or (aiayn "
                "translate) the --input file is long enough to repay compiling")

@@ -15,7 +15,7 @@ copies translate only (they are not trained or saved):
   speeds up, so a linear map packs for a row count once it has seen it in `PACK_AFTER` calls
   running (the steps of a decoding loop: B or B x beam rows, until sentences finish) and computes
   plainly otherwise (the encoder, whose rows are a batch's tokens); bfloat16 uses oneDNN, whose
-  packing serves any row count. The gains are in benchmarks/RESULTS.md.
+  packing serves any row count. The gains are in benchmarks/detail/decode_speed.md.
 
 Shapes: N rows (all leading dimensions together), I in features, O out features.
 """
@@ -77,7 +77,7 @@ class Int8Linear(_Int8Weight):
     x into the operation before it and the scaling into the one after. At the row counts of
     decoding steps, `_int_mm` costs less a call than oneDNN's int8 linear operation
     (`OneDNNInt8Linear`), whose fixed cost dominates small maps; on wide weights such as the
-    output layer's, the latter is faster (benchmarks/RESULTS.md).
+    output layer's, the latter is faster (benchmarks/detail/decode_speed.md).
     """
 
     def __init__(self, weight: Tensor, bias: Tensor | None) -> None:

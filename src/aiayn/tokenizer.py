@@ -35,9 +35,9 @@ SEPARATE_FILES = ("source.model", "target.model")
 MARIAN_FILES = ("source.spm", "target.spm", "vocab.json")
 MARIAN_TARGET_VOCAB = "target_vocab.json"  # Marian's separate vocabularies
 FEWEST_PIECES = 4 + 256 + 1  # the special pieces, one per byte (byte fallback), at least one character
-# SentencePiece encodes a list of texts on a pool of threads it starts for the call: about 0.1 ms,
-# ten times the cost of encoding one sentence, and repaid from about this many texts on 2 cores
-# (a server's request holds one or a few; benchmarks/RESULTS.md). Fewer are encoded one by one.
+# SentencePiece encodes a list of texts on a pool of threads it starts for the call, which costs many
+# times the encoding of one sentence and is repaid from about this many texts on 2 cores (a server's
+# request holds one or a few; benchmarks/detail/serve_load.md). Fewer are encoded one by one.
 POOLED_FROM = 128
 LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(?:_[A-Za-z]+)?")  # fr, fra, zho_Hans
 LANGUAGE_PIECE = re.compile(rf">>({LANGUAGE_CODE.pattern})<<")  # >>fr<<: asks for a target language

@@ -42,10 +42,10 @@ ENGINES = ("pytorch", "ctranslate2")
 DTYPES = ("float32", "bfloat16", "float16")
 CHUNK = 2048  # lines that translate_stream sorts by length into batches and translates together: the
 # more, the closer the lengths within a batch, and the shorter the tail of its longest sentences stepping
-# alone (a 1,000-line file: 128 then 872 lines 3% faster than 128, 256, 512 and 104)
+# alone (measured in benchmarks/detail/decode_speed.md, "A real file end to end")
 FIRST_CHUNK = 128  # lines of its first chunk, then whole chunks: the first lines come out soon. A first
-# chunk of 128 (one whole batch) made 7% fewer decoder steps on a 1,000-line file than 64, its first
-# line 0.3 s later
+# chunk of one whole batch makes fewer decoder steps than a smaller one, for a first line a little later
+# (benchmarks/detail/decode_speed.md)
 CONFIGS = 64  # kinds of settings `Translator.config` keeps, checked
 
 __all__ = ["AttentionView", "LoadedModel", "Segments", "Translation", "Translator", "load_model",

@@ -493,3 +493,39 @@ def test_two_threads_compiling_two_steps_into_one_cache_at_once_both_store_and_l
         t.join(HANG_S)
     assert not failed and found == eager
     assert len(packages.entries()) == 2 and len(cache) == 2
+
+
+def test_a_cache_others_may_write_is_refused_once_and_the_steps_compile_privately(cache, monkeypatch, capsys):
+    """A step is a library that aiayn loads: a cache directory that others may write is not used
+    (one notice), the step compiles into a private temporary cache, and translation gives the same."""
+    monkeypatch.setattr(packages, "_private", {})
+    root = packages.cache_dir()
+    root.mkdir(parents=True)
+    root.chmod(0o777)
+    model = one_layer_model()
+    eager = [h.tokens for h in greedy_search(model, SRC, LIMITS)]
+    assert outputs(model) == eager and outputs(model) == eager
+    err = capsys.readouterr().err
+    assert err.count(f"aiayn: not using the compiled-step cache {root}: others may write {root} "
+                     "(mode drwxrwxrwx)") == 1 and f"chmod 700 {root}" in err
+    assert packages.entries() == [] and cache and all(entry.parent != root for entry in cache)
+    assert main(["cache", "info"]) == 0
+    assert f"who may write it: not you alone (others may write {root} (mode drwxrwxrwx)): aiayn does not " \
+        "use it" in capsys.readouterr().out
+
+
+def test_the_cache_and_its_entries_are_made_private_and_an_entry_others_may_write_is_rebuilt(
+        cache, monkeypatch, capsys):
+    """Made 0700 whatever the umask (a umask of 002 would make them group-writable); an entry that
+    another user could have replaced is compiled again, with a notice."""
+    old = os.umask(0o002)
+    try:
+        model = one_layer_model()
+        first = outputs(model)
+    finally:
+        os.umask(old)
+    entry = only_entry()
+    assert all(path.stat().st_mode & 0o077 == 0 for path in [packages.cache_dir(), entry, *entry.iterdir()])
+    entry.chmod(0o775)
+    assert outputs(model) == first and len(cache) == 2
+    assert "is unusable (not this user's alone: others may write" in capsys.readouterr().err

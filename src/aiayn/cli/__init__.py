@@ -13,9 +13,9 @@ def _server_threads_spin_briefly(argv: list[str], environ: MutableMapping[str, s
     """`aiayn serve`: PyTorch's OpenMP threads (GNU libgomp) wait for the next parallel region by
     spinning 300,000 times before they sleep. A server's searches run short regions between pauses
     (the next requests, the event loop's work), so the spinning took CPU time from the HTTP side and
-    the clients: with 10,000, a compiled model served on 2 threads answered 32 clients 1.08-1.19x
-    faster at 0.75-0.80x the CPU time per sentence, with the same latency for one client, and whole
-    files translated as fast (benchmarks/RESULTS.md). It must be set before torch loads libgomp; an
+    the clients: with 10,000, a compiled model served on 2 threads answered 32 clients faster at less
+    CPU time per sentence, with the same latency for one client, and whole files translated as fast
+    (benchmarks/detail/serve_load.md). It must be set before torch loads libgomp; an
     operator's own GOMP_SPINCOUNT or OMP_WAIT_POLICY stays."""
     if argv[1:2] == ["serve"] and not {"GOMP_SPINCOUNT", "OMP_WAIT_POLICY"} & environ.keys():
         environ["GOMP_SPINCOUNT"] = "10000"

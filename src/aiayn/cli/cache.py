@@ -31,6 +31,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"{packages.cache_dir()}: {len(found)} compiled steps, {total / 1e6:.1f} MB"
           + (f"; {len(stale)} stale ({sum(stale.values()) / 1e6:.1f} MB, made by another version of "
              "aiayn or torch: 'aiayn cache prune' removes them)" if stale else ""))
+    root = packages.cache_dir()
+    problem = packages.not_ours_alone(root) if root.exists() else None
+    print("  who may write it: " + ("you alone" if problem is None else
+                                    f"not you alone ({problem}): aiayn does not use it, and compiles into a "
+                                    "private temporary directory instead; chmod 700 it to use it")
+          + ". A compiled step is a library that aiayn loads: whoever can write here runs code in every "
+            "aiayn process that uses this cache.")
     for entry, recorded, size in found:
         if recorded is None:
             print(f"  {entry.name}  {size / 1e6:6.1f} MB  unreadable (rebuilt when next needed)")

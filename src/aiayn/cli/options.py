@@ -129,7 +129,7 @@ def add_inference_options(parser: argparse.ArgumentParser, exclude: tuple[str, .
                              "(default: ctranslate2 for such a directory, else pytorch). "
                              "CTranslate2's speed depends on its CPU settings: on some machines the "
                              "environment variable CT2_USE_MKL=0 (oneDNN) or --threads 1 (int8) is "
-                             "faster than its default (benchmarks/RESULTS.md)")
+                             "faster than its default (benchmarks/detail/decode_speed.md)")
     parser.add_argument("--int8", action="store_true",
                         help="pytorch only, for CPUs: int8 weights in every linear map, activations "
                              "quantized at each matmul (PyTorch's dynamic quantization; with --compile, "

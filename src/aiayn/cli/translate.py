@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 WHOLE_FILES = (".html", ".htm", ".srt", ".docx")
 LONG_INPUT = 150_000  # lines of an --input file from which compiling the decoder step repays itself,
 # for a model not compiled before: compiling its steps for the default batches takes minutes once,
-# and saves about a millisecond a sentence (benchmarks/RESULTS.md, "Compiled by default")
+# and saves about a millisecond a sentence (benchmarks/detail/decode_speed.md, "Compiled by default")
 
 
 def _pytorch(args: argparse.Namespace) -> bool:

@@ -5,7 +5,7 @@ In eager PyTorch, a small model's decoder step is mostly spent dispatching about
 operations one after another. TorchInductor compiles the whole step (embedding, every decoder
 layer, the output layer and the normalisation) into a few fused kernels, with the weights folded
 in as constants ("freezing") and, for a fixed row count, packed once for MKL's matmul
-(benchmarks/RESULTS.md has the measurements). It is compiled ahead of time (torch.export and
+(benchmarks/detail/decode_speed.md has the measurements). It is compiled ahead of time (torch.export and
 AOTInductor) and kept on disk, so a model is compiled once per machine (`packages`).
 
 A compiled graph is for fixed shapes. Here:
@@ -22,9 +22,9 @@ A compiled graph is for fixed shapes. Here:
   only, as the eager step does;
 - a search's first step (one position) runs eagerly, but for a search of one or two sentences
   (`FIRST_STEP_ROWS`, a request's): a graph of its own, since export cannot take a one-long
-  dimension as a dynamic one. Eagerly such a first step cost what four compiled steps do, a sixth
-  of a sentence's search alone; in batches, under 4% of their search, not worth a graph for each
-  batch size (benchmarks/RESULTS.md).
+  dimension as a dynamic one. Eagerly such a first step costs what several compiled steps do, much
+  of a lone sentence's search; in batches, a small part of their search, not worth a graph for each
+  batch size (benchmarks/detail/decode_speed.md).
 Attention is the model's written-out reference (`model.attention_reference`, asked for by
 requesting the weights, which the graph then drops), so Inductor fuses it with the cache reads,
 where the fused kernel would be an opaque call; and on a GPU, PyTorch picks the fused kernel by the
@@ -72,7 +72,7 @@ FINE_FROM = 64  # sentences from which compiled steps come in eighths of a power
 FIRST_STEP_ROWS = 2  # rows up to which a search's first step is compiled too (see the module's text)
 FEWEST_ROWS = 2  # a compiled step runs at, at least: the rows of the cache's buffers are a dynamic
 # dimension of the step, which export cannot take one long. A beam search's last sentence steps on
-# alone at K rows (a sentence searched alone 1.1x faster than at 2K: benchmarks/RESULTS.md)
+# alone at K rows (faster than at 2K: benchmarks/detail/decode_speed.md)
 
 
 class CompiledStep(Step):

@@ -42,6 +42,7 @@ import os
 import platform
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -71,6 +72,47 @@ def cache_dir() -> Path:
     """Where compiled steps are kept: $AIAYN_CACHE_DIR/steps (default ~/.cache/aiayn/steps)."""
     root = os.environ.get("AIAYN_CACHE_DIR") or Path.home() / ".cache" / "aiayn"
     return Path(root) / "steps"
+
+
+_private: dict[Path, Path] = {}  # a cache others may write -> this process's private one instead
+
+
+def steps_dir() -> Path:
+    """Where this process finds and keeps compiled steps: `cache_dir()`, made yours alone (0700) if
+    new, unless another user owns it or others may write it. A step is a shared library that aiayn
+    loads: whoever can write the directory runs code in every process that uses it. Such a cache is
+    refused with a one-line notice, and the process compiles into a private temporary one instead."""
+    wanted = cache_dir()
+    if wanted in _private or (problem := not_ours_alone(wanted, create=True)) is None:
+        return _private.get(wanted, wanted)
+    with _tables:
+        if wanted not in _private:
+            private = Path(tempfile.mkdtemp(prefix="aiayn-steps-"))
+            atexit.register(shutil.rmtree, private, True)
+            _notice(f"aiayn: not using the compiled-step cache {wanted}: {problem}, and whoever can write "
+                    f"it runs code in this process; compiling into {private} for this process instead "
+                    f"(to use the cache, make it yours alone: chmod 700 {wanted})")
+            _private[wanted] = private
+    return _private[wanted]
+
+
+def not_ours_alone(path: Path, create: bool = False) -> str | None:
+    """Why `path` (a directory, created 0700 if `create` and absent, or a file) is not this user's
+    alone: owned by another user, or writable by the group or others; None if it is, or cannot be
+    seen (the writes then say what is wrong), or on a system without users' ids."""
+    if not hasattr(os, "getuid"):
+        return None
+    try:
+        if create:
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = path.stat()
+    except OSError:
+        return None
+    if st.st_uid != os.getuid():
+        return f"{path} belongs to another user (uid {st.st_uid})"
+    if st.st_mode & 0o022:
+        return f"others may write {path} (mode {stat.filemode(st.st_mode)})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -134,7 +176,7 @@ class Packages:
         if self._weights is None:
             self._weights = weights_digest(self.module)
         fields = entry_fields(self._weights, kind, inputs[1])
-        entry = cache_dir() / entry_name(fields)
+        entry = steps_dir() / entry_name(fields)
         alongside.wait(entry)  # being compiled in another process of ours: its result, or here
         problem = check(entry, fields)
         if problem is not None:
@@ -159,12 +201,12 @@ class Packages:
                         "again")
             discard(entry)
         self.notice(f"aiayn: compiling the decoder step for {describe(fields)} (once per model and "
-                    f"machine; kept in {cache_dir()})")
+                    f"machine; kept in {steps_dir()})")
         self._compile_ahead(kind, inputs)  # meanwhile
         try:
             build(entry, fields, self.module, inputs, self.dynamic(inputs))
         except OSError as e:  # the cache cannot be written: compile for this process only
-            self.notice(f"aiayn: cannot keep the compiled step in {cache_dir()} ({e}); compiling it for "
+            self.notice(f"aiayn: cannot keep the compiled step in {steps_dir()} ({e}); compiling it for "
                         "this process only")
             scratch = Path(tempfile.mkdtemp(prefix="aiayn-step-"))
             try:  # a loaded package no longer needs its file
@@ -183,7 +225,7 @@ class Packages:
         missing = []
         for other, make_inputs in self.ahead(self.module, kind, inputs):
             fields = entry_fields(self._weights, other, inputs[1])
-            entry = cache_dir() / entry_name(fields)
+            entry = steps_dir() / entry_name(fields)
             if other not in self._runners and not alongside.has(entry) and check(entry, fields) == "absent" \
                     and not compiling_elsewhere(entry):
                 missing.append((entry, fields, make_inputs))
@@ -285,7 +327,7 @@ def loads(path: Path, device: torch.device, notice: Callable[[str], None] | None
         _verdicts[_environment(device)] = problem
         if lasting:
             with contextlib.suppress(OSError):
-                cache_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
+                steps_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
                 files.write_atomically(verdict_path(device), json.dumps(
                     {"torch": torch.__version__, "machine": machine(device), "problem": problem,
                      "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1).encode())
@@ -341,7 +383,7 @@ def refusals() -> list[dict[str, Any]]:
 def verdict_path(device: torch.device) -> Path:
     """Where the cache keeps whether compiled steps load with this torch on this machine (a dot
     file: no entry)."""
-    return cache_dir() / f".loads-{_environment(device)}.json"
+    return steps_dir() / f".loads-{_environment(device)}.json"
 
 
 def _environment(device: torch.device) -> str:
@@ -461,7 +503,7 @@ def describe(fields: dict[str, Any]) -> str:
 def stored(weights: str, dtype: torch.dtype, device: torch.device) -> bool:
     """Whether the cache holds a step compiled for these weights, in `dtype` on `device`, by this
     code, torch and machine (of any kind: row count, search)."""
-    found = entries()
+    found = entries(steps_dir())
     if not found:
         return False
     want = entry_fields(weights, Kind(0, "", False), torch.empty(0, dtype=dtype, device=device))
@@ -483,6 +525,8 @@ def check(entry: Path, fields: dict[str, Any]) -> str | None:
         if not isinstance(recorded, dict) or recorded.get("fields") != fields:
             return "made for another model, machine or version"
         path = kept(entry, recorded)
+        if (problem := not_ours_alone(entry) or not_ours_alone(path) or not_ours_alone(entry / ENTRY)):
+            return f"not this user's alone: {problem}"
         if recorded.get("status") == status(path):  # untouched since it was stored and checked
             return None
         digest = sha256(path)
@@ -505,8 +549,8 @@ def kept(entry: Path, recorded: dict[str, Any] | None = None) -> Path:
 def status(path: Path) -> list[int]:
     """What changes when a file is written to, replaced or copied: inode, size, change time (which,
     unlike the modification time, cannot be set back)."""
-    stat = path.stat()
-    return [stat.st_ino, stat.st_size, stat.st_ctime_ns]
+    found = path.stat()
+    return [found.st_ino, found.st_size, found.st_ctime_ns]
 
 
 def sha256(path: Path) -> str:
@@ -535,7 +579,7 @@ def _build_into(tmp: Path, entry: Path, fields: dict[str, Any], module: nn.Modul
                 dynamic: tuple, started: float) -> None:
     from torch._inductor import config as inductor_config
 
-    tmp.mkdir(parents=True)
+    tmp.mkdir(parents=True, mode=0o700)  # this user's alone (`not_ours_alone`), whatever the umask
     try:
         with _compiling:
             exported = torch.export.export(module, inputs, dynamic_shapes=dynamic, strict=False)
@@ -544,12 +588,14 @@ def _build_into(tmp: Path, entry: Path, fields: dict[str, Any], module: nn.Modul
                 torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp / PACKAGE))
         path = _library_alone(tmp / PACKAGE) if str(fields["machine"]["device"]).startswith("cpu") \
             else tmp / PACKAGE
+        path.chmod(0o700)
         constants = constant_digests(path) if path.suffix == ".so" else {}
         record = {"fields": fields, "file": path.name, "sha256": sha256(path), "status": status(path),
                   "constants": constants,
                   "seconds": round(time.perf_counter() - started, 1),
                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         (tmp / ENTRY).write_text(json.dumps(record, indent=1) + "\n")
+        (tmp / ENTRY).chmod(0o600)
         try:
             tmp.rename(entry)
         except OSError:  # another process stored this entry first: use its package
@@ -862,10 +908,11 @@ def machine(device: torch.device) -> dict[str, str]:
             "features": hashlib.sha256(" ".join(sorted(flags.split())).encode()).hexdigest()[:16]}
 
 
-def entries() -> list[tuple[Path, dict[str, Any] | None, int]]:
-    """The cache's entries: directory, what entry.json records (None if unreadable), bytes."""
+def entries(root: Path | None = None) -> list[tuple[Path, dict[str, Any] | None, int]]:
+    """The cache's entries (of `root`, default `cache_dir()`): directory, what entry.json records (None
+    if unreadable), bytes."""
     found = []
-    root = cache_dir()
+    root = cache_dir() if root is None else root
     for entry in sorted(root.iterdir()) if root.is_dir() else []:
         if entry.name.startswith("."):
             continue

@@ -20,7 +20,7 @@ from aiayn.model.relative import RelativePositions
 
 # On a GPU, for keys shorter than this, PyTorch's memory-efficient kernel beats the cuDNN and flash
 # kernels it would pick, which work in blocks of 128 queries (measured in training: see
-# benchmarks/RESULTS.md). Longer keys keep PyTorch's choice.
+# benchmarks/detail/decode_speed.md). Longer keys keep PyTorch's choice.
 SHORT_KEYS = 128
 
 

@@ -8,7 +8,7 @@ one 32-bit number per element, a large share of a small model's training step on
 the expected output equal to the input. The output is x times a mask of 0 and 1 / (1 - p) (in
 lower precision, a mask of 0 and 1, then the scale), which its backward pass multiplies by again:
 faster than masked_fill, for a mask in x's type kept for the backward pass instead of a boolean
-one (benchmarks/RESULTS.md). Other devices use torch's own kernel.
+one (benchmarks/detail/train_speed.md). Other devices use torch's own kernel.
 """
 
 from __future__ import annotations

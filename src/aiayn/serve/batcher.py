@@ -9,7 +9,7 @@ no other request is on its way (`arriving`: one client alone never waits). After
 next also waits up to `return_wait_ms` for the clients it answered: many send their next sentence
 at once, and those answered together would otherwise come back to find the others' search under
 way, splitting the clients into two half-size batches for good (32 clients: searches of 16
-sentences without the wait, 24-30 with it; benchmarks/RESULTS.md). The search runs in a worker
+sentences without the wait, 24-30 with it; benchmarks/detail/serve_load.md). The search runs in a worker
 thread, so the event loop keeps accepting requests while the model computes, and the next batch
 gathers meanwhile. Several workers (`ServeConfig.workers`) each search a batch of their own at
 once; beside a running search, the next starts once half as many sentences wait (or that search

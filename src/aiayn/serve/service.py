@@ -60,8 +60,8 @@ class Service:
         """Search batches while the server runs; warm each model up in the worker thread first
         (`ready` turns True once that is done). Once warm, what the process holds (the models, the
         libraries) is left out of Python's full garbage collections (`gc.freeze`): they hold every
-        thread for as long as they take, and over a loaded model they took 90-190 ms, the event loop's
-        longest waits while a large file was read (benchmarks/RESULTS.md)."""
+        thread for as long as they take, and over a loaded model they were the event loop's longest
+        waits while a large file was read (benchmarks/detail/serve_busy.md)."""
         loop = asyncio.get_running_loop()
         searching = asyncio.create_task(self.batcher.run())
         warming = loop.run_in_executor(self.executor, warm_up, self.models.values(), self.config)
@@ -135,7 +135,7 @@ class Service:
                     raise Problem(400, f"source auto: {e}") from None
             detector = self._detectors[sources]
         most = self.config.max_chars
-        if format == "html":  # its text, from the start of the page (markup and all, 16x the text read)
+        if format == "html":  # its text, from the start of the page (markup and all: 16x the text read)
             texts = [" ".join(markup.Document.parse(t, "").sentences) for t in clipped(texts, 16 * most)]
         return detector.detect(clipped(texts, most))
 
@@ -232,8 +232,8 @@ def searchers(workers: int = 1, threads: int | None = None) -> ThreadPoolExecuto
     """The threads that run the server's models, `workers` of them, each with `threads` CPU threads of
     its own (None: as set already). Load the models on them too (`submit`): PyTorch's CPU threads form
     one OpenMP pool per thread that runs operations, and a second pool (the main thread's, from
-    loading) beside a search on two threads made a 2-vCPU machine search a sentence 1.5x slower (the
-    pools' threads then sleep between operations instead of spinning; benchmarks/RESULTS.md)."""
+    loading) beside a search on two threads made a 2-vCPU machine search a sentence much slower (the
+    pools' threads then sleep between operations instead of spinning; benchmarks/detail/serve_load.md)."""
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aiayn-search",
                               initializer=None if threads is None else torch.set_num_threads,
                               initargs=() if threads is None else (threads,))
@@ -243,7 +243,7 @@ def workers_for(config: ServeConfig, device: str, threads: int, compiled: bool =
     """How many searches run at once (`ServeConfig.workers`; 0: chosen here): two on a CPU of two or
     more threads, else one: on a GPU, without batching (one request at a time), and with compiled
     decoder steps, which run one call at a time (two one-thread searches of a compiled model made
-    no more sentences per second than one; one on two threads 1.5x more: benchmarks/RESULTS.md)."""
+    no more sentences per second than one; one on two threads more: benchmarks/detail/serve_load.md)."""
     if not config.batching:
         return 1
     if config.workers:

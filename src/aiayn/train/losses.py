@@ -50,7 +50,7 @@ def output_layer_nll(hidden: Tensor, weight: Tensor, bias: Tensor | None, target
     weight's precision, in chunks of 256 positions whose scores stay in the CPU cache while they
     are read again. On a GPU under autocast they run in the autocast precision (bfloat16), as every
     other matmul there, in chunks of about 2^26 scores: a float32 matmul runs there at a sixteenth
-    of the bfloat16 rate, and small chunks leave the GPU idle (benchmarks/RESULTS.md). The
+    of the bfloat16 rate, and small chunks leave the GPU idle (benchmarks/detail/train_speed.md). The
     log-softmax and the sums are float32 always; the gradients of weight and bias keep their own
     precision.
     """
