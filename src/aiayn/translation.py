@@ -103,21 +103,21 @@ def prepare(model: Transformer, device: torch.device, dtype: str = "float32", in
     step or eager), a compiled decoder step (TorchInductor packs the weights itself), weights packed
     once for the CPU's matmul kernels (same results, faster), or a plain cast. compile=None: the
     compiled step if this model has been compiled on this machine before (its steps are in the cache,
-    `decoding.packages`), else not. `model` (on `device`, in eval mode) may be changed or copied."""
+    `decoding.cache`), else not. `model` (on `device`, in eval mode) may be changed or copied."""
     from aiayn import inference
-    from aiayn.decoding import packages
+    from aiayn.decoding.cache import store, verdict
     from aiayn.decoding.compiled import compiled_before
 
     torch_dtype = getattr(torch, dtype)
-    problem = packages.known_unloadable(device) if compile is not False else ""
-    if problem:  # this machine's torch crashes loading compiled steps (`packages.loads`)
-        if compile or packages.entries():  # asked for, or what the cache holds would have been used
-            packages.say_unloadable(problem)
+    problem = verdict.known_unloadable(device) if compile is not False else ""
+    if problem:  # this machine's torch crashes loading compiled steps (`verdict.loads`)
+        if compile or store.entries():  # asked for, or what the cache holds would have been used
+            verdict.say_unloadable(problem)
         compile = False
     if int8:
         if device.type != "cpu":
             raise cfg.ConfigError("int8 is for CPUs: use device cpu")
-        if compile or (compile is None and inference.int8_compilable() and packages.entries()):
+        if compile or (compile is None and inference.int8_compilable() and store.entries()):
             compiled = inference.quantize_int8(model, compiled=True)  # a copy
             if compile or compiled_before(compiled):
                 return compiled, "int8 compiled", True
@@ -348,7 +348,7 @@ class Translator:
         """Translate once, and with a compiled decoder step, a batch starting at each row count that
         batches of up to the batch size reach (`compiled.row_buckets`), of growing lengths so that its
         search shrinks through the smaller ones: each step is loaded, or compiled, now. The largest
-        first: the steps its search shrinks through are compiled alongside (`packages.Alongside`)."""
+        first: the steps its search shrinks through are compiled alongside (`cache.alongside`)."""
         from aiayn.decoding.compiled import row_buckets
 
         self.translate(["warm up"])

@@ -1,5 +1,5 @@
 """Steps compiled alongside: while a process compiles a step, another compiles the smaller ones its
-search will shrink through (`packages.Alongside`). A file of its own, so that a test worker other
+search will shrink through (`Alongside`). A file of its own, so that a test worker other
 than test_packages.py's can take it."""
 
 import contextlib
@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from aiayn.decoding import beam_search, compiled, packages
+from aiayn.decoding.cache import store
 from aiayn.decoding.compiled import CompiledStep
 from tests.conftest import one_layer_model, random_ids
 
@@ -37,8 +38,8 @@ def test_the_steps_a_search_shrinks_through_are_compiled_alongside_in_another_pr
     assert [h[0].score for h in found] == pytest.approx([h[0].score for h in eager], abs=1e-4)
     err = capsys.readouterr().err
     assert "compiling 1 more decoder step alongside, in up to 1 other process: 2 rows" in err
-    built_here = sorted(json.loads((entry / packages.ENTRY).read_text())["fields"]["rows"] for entry in cache)
-    stored = sorted(recorded["fields"]["rows"] for _, recorded, _ in packages.entries())
+    built_here = sorted(json.loads((entry / store.ENTRY).read_text())["fields"]["rows"] for entry in cache)
+    stored = sorted(recorded["fields"]["rows"] for _, recorded, _ in store.entries())
     assert stored == [2, 4] and built_here == [4]
     assert not list(tmp_path.glob("aiayn-step-*"))
 
@@ -64,8 +65,8 @@ def test_the_steps_after_a_first_step_are_compiled_alongside_it(cache, tmp_path,
         pytest.approx([h.score for hyps in eager for h in hyps], abs=1e-4)
     err = capsys.readouterr().err
     assert "compiling 2 more decoder steps alongside, in up to 1 other process: 4 rows, 2 rows" in err
-    built_here = [json.loads((entry / packages.ENTRY).read_text())["fields"] for entry in cache]
-    stored = {(f["rows"], f["first"], f["traced"]) for f in (r["fields"] for _, r, _ in packages.entries())}
+    built_here = [json.loads((entry / store.ENTRY).read_text())["fields"] for entry in cache]
+    stored = {(f["rows"], f["first"], f["traced"]) for f in (r["fields"] for _, r, _ in store.entries())}
     assert [(f["rows"], f["first"]) for f in built_here] == [(2, True)]
     needed = {(2, True, False), (2, False, True)}  # (rows, first, traced): the later one traced
     assert needed <= stored <= needed | {(4, False, True)}

@@ -8,7 +8,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiayn.decoding import beam_search, compiled, greedy_search, packages
+from aiayn.decoding import beam_search, compiled, greedy_search
+from aiayn.decoding.cache import compiling, library, store
 from aiayn.decoding.compiled import CompiledStep, TracedCache, graphs, row_bucket
 from aiayn.decoding.steps import Step
 from tests.conftest import one_layer_model, random_ids, tiny_model
@@ -79,7 +80,7 @@ def address(t: torch.Tensor) -> int:
     return torch.ops.mkldnn.data_ptr(t) if t.is_mkldnn else t.data_ptr()
 
 
-def share_weights(first: packages.Runner, second: packages.Runner) -> bool:
+def share_weights(first: library.Runner, second: library.Runner) -> bool:
     """Whether two loaded steps compute with the same tensors in memory, every one of them."""
     mine, theirs = first.constants(), second.constants()
     assert mine.keys() == theirs.keys()
@@ -97,9 +98,9 @@ def test_the_steps_of_a_model_keep_one_copy_of_its_weights(tmp_path, monkeypatch
     assert_same_greedy(model, src, limits)
     ((_, step),) = compiled._steps[model].values()
     first, second = step.runners()
-    wanted = {"weights": packages.weights_digest(step.module), "output": step.kinds()[0].output}
+    wanted = {"weights": store.weights_digest(step.module), "output": step.kinds()[0].output}
     entries = {recorded["fields"]["rows"]: (path, recorded["constants"])
-               for path, recorded, _ in packages.entries()
+               for path, recorded, _ in store.entries()
                if all(recorded["fields"][key] == value for key, value in wanted.items())}
     (_, eight), (entry, four) = entries[8], entries[4]
     plain = [name for name, t in first.constants().items() if not t.is_mkldnn]  # biases, norms
@@ -109,13 +110,13 @@ def test_the_steps_of_a_model_keep_one_copy_of_its_weights(tmp_path, monkeypatch
     assert share_weights(first, second) == (eight == four)
 
     # In another process, the 8-row step's entry says one of its weights differs: it keeps its own.
-    shutil.copytree(packages.cache_dir(), tmp_path / "steps", ignore=shutil.ignore_patterns(".*"))
+    shutil.copytree(store.cache_dir(), tmp_path / "steps", ignore=shutil.ignore_patterns(".*"))
     monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path))
     entry = tmp_path / "steps" / entry.name
-    recorded = json.loads((entry / packages.ENTRY).read_text())
+    recorded = json.loads((entry / store.ENTRY).read_text())
     name = next(iter(recorded["constants"]))
     recorded["constants"][name] = "0" * 64
-    (entry / packages.ENTRY).write_text(json.dumps(recorded))
+    (entry / store.ENTRY).write_text(json.dumps(recorded))
     model = copy.deepcopy(model)  # a model this process has not loaded steps for
     assert_same_greedy(model, src, limits)
     ((_, step),) = compiled._steps[model].values()
@@ -142,8 +143,8 @@ def test_a_models_greedy_and_beam_search_steps_keep_one_copy_of_its_weights():
     assert_same_beam(model, *ONE_SENTENCE)
     (_, greedy), (_, beam) = compiled._steps[model].values()
     assert greedy.weights is beam.weights
-    same = [recorded["constants"] for _, recorded, _ in packages.entries()
-            if recorded["fields"]["weights"] == packages.weights_digest(greedy.module)]
+    same = [recorded["constants"] for _, recorded, _ in store.entries()
+            if recorded["fields"]["weights"] == store.weights_digest(greedy.module)]
     assert share_weights(greedy.runners()[0], beam.runners()[-1]) == all(c == same[0] for c in same)
 
     with torch.no_grad():
@@ -293,7 +294,7 @@ def test_a_batch_beyond_the_compiled_step_searches_eagerly_with_the_models_own_h
     if beyond == "one-token sources":
         src, limits = random_ids(3, 1), torch.tensor([12, 12, 12])
     else:
-        monkeypatch.setattr(packages, "LARGEST", 8)  # capacity 14 > 8
+        monkeypatch.setattr(compiling, "LARGEST", 8)  # capacity 14 > 8
         src, limits = random_ids(3, 5), torch.tensor([12, 12, 12])
     assert_same_beam(model, src, limits)
     assert graphs(model) == []  # nothing compiled: every step was eager

@@ -15,13 +15,16 @@ import threading
 import time
 import types
 import zipfile
+from pathlib import Path
 
 import pytest
 import torch
 
+from aiayn import files
 from aiayn.cli import main
 from aiayn.cli import translate as cli_translate
 from aiayn.decoding import compiled, greedy_search, packages
+from aiayn.decoding.cache import compiling, store, verdict
 from aiayn.decoding.compiled import CompiledStep
 from aiayn.inference import packing_available
 from aiayn.translation import load_translator
@@ -38,7 +41,7 @@ def outputs(model):
 
 
 def only_entry():
-    (entry,) = [path for path, _, _ in packages.entries()]
+    (entry,) = [path for path, _, _ in store.entries()]
     return entry
 
 
@@ -50,14 +53,14 @@ def test_a_step_is_compiled_once_loaded_after_rebuilt_when_damaged_and_anew_for_
     assert outputs(model) == eager
     assert len(cache) == 1 and capsys.readouterr().err == ""  # loaded: nothing compiled, nothing said
 
-    package = packages.kept(only_entry())  # on a CPU the library alone, step.so
+    package = store.kept(only_entry())  # on a CPU the library alone, step.so
     data = bytearray(package.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte, in a file put in its place (this process has
     package.with_suffix(".new").write_bytes(bytes(data))  # the library loaded where it lies)
     package.with_suffix(".new").replace(package)
     assert outputs(model) == eager
     assert len(cache) == 2 and "damaged" in capsys.readouterr().err
-    assert packages.check(only_entry(), json.loads((only_entry() / packages.ENTRY).read_text())["fields"]) \
+    assert store.check(only_entry(), json.loads((only_entry() / store.ENTRY).read_text())["fields"]) \
         is None
 
     # The weights changed in place (training goes on) in a process that has loaded the step: the
@@ -72,31 +75,31 @@ def test_a_step_is_compiled_once_loaded_after_rebuilt_when_damaged_and_anew_for_
     assert [h.tokens for h in changed] == [h.tokens for h in changed_eager]
     assert [h.log_prob for h in changed] == pytest.approx([h.log_prob for h in changed_eager], abs=1e-4)
     assert [h.log_prob for h in changed] != pytest.approx([h.log_prob for h in before], abs=1e-4)
-    assert len(cache) == 3 and len(packages.entries()) == 2
-    assert len({recorded["fields"]["weights"] for _, recorded, _ in packages.entries()}) == 2
+    assert len(cache) == 3 and len(store.entries()) == 2
+    assert len({recorded["fields"]["weights"] for _, recorded, _ in store.entries()}) == 2
     assert outputs(original) == eager and len(cache) == 3
 
 
 def entry_with(tmp_path, fields, package=b"a package", digest=None, name="entry"):
     entry = tmp_path / name
     entry.mkdir(parents=True, exist_ok=True)
-    (entry / packages.PACKAGE).write_bytes(package)
+    (entry / store.PACKAGE).write_bytes(package)
     digest = digest or hashlib.sha256(package).hexdigest()
-    (entry / packages.ENTRY).write_text(json.dumps({"fields": fields, "sha256": digest}))
+    (entry / store.ENTRY).write_text(json.dumps({"fields": fields, "sha256": digest}))
     return entry
 
 
 def test_an_entry_is_used_only_if_whole_and_made_for_this_model_and_machine(tmp_path):
-    fields = packages.entry_fields("w" * 64, packages.Kind(8, "log_probs", False), torch.zeros(1))
-    assert packages.check(tmp_path / "none", fields) == "absent"
-    assert packages.check(entry_with(tmp_path, fields), fields) is None
+    fields = store.entry_fields("w" * 64, store.Kind(8, "log_probs", False), torch.zeros(1))
+    assert store.check(tmp_path / "none", fields) == "absent"
+    assert store.check(entry_with(tmp_path, fields), fields) is None
     foreign = {**fields, "machine": {**fields["machine"], "kernels": "AVX2" if "AVX2" not in
                                      fields["machine"]["kernels"] else "DEFAULT"}}
-    assert packages.check(entry_with(tmp_path, foreign), fields) == \
+    assert store.check(entry_with(tmp_path, foreign), fields) == \
         "made for another model, machine or version"
-    assert packages.check(entry_with(tmp_path, fields, digest="0" * 64), fields).startswith("damaged")
-    (tmp_path / "entry" / packages.ENTRY).write_text("{not json")
-    assert packages.check(tmp_path / "entry", fields).startswith("unreadable")
+    assert store.check(entry_with(tmp_path, fields, digest="0" * 64), fields).startswith("damaged")
+    (tmp_path / "entry" / store.ENTRY).write_text("{not json")
+    assert store.check(tmp_path / "entry", fields).startswith("unreadable")
 
 
 class _SizeBranch(torch.nn.Module):
@@ -115,25 +118,25 @@ class _AtLeastRows(torch.nn.Module):
 
 def test_an_export_that_narrows_a_dynamic_size_is_refused():
     def exported(module: torch.nn.Module) -> torch.export.ExportedProgram:
-        sizes = torch.export.Dim.DYNAMIC(min=2, max=packages.LARGEST)
+        sizes = torch.export.Dim.DYNAMIC(min=2, max=compiling.LARGEST)
         return torch.export.export(module, (torch.ones(4),), dynamic_shapes=({0: sizes},), strict=False)
 
-    packages.check_sizes(exported(torch.nn.ReLU()))  # every size kept: no error
-    with pytest.raises(RuntimeError, match=f"from 2 to 127 only, not 2 to {packages.LARGEST}"):
-        packages.check_sizes(exported(_SizeBranch()))
-    packages.check_sizes(exported(_AtLeastRows()), rows=3)  # from a step's 3 rows on: kept
-    with pytest.raises(RuntimeError, match=f"from 3 to {packages.LARGEST} only"):
-        packages.check_sizes(exported(_AtLeastRows()), rows=2)
-    with pytest.raises(RuntimeError, match=rf"from 3 to {packages.LARGEST} only, not 2 \(or 4\) to"):
-        packages.check_sizes(exported(_AtLeastRows()), rows=4)
+    compiling.check_sizes(exported(torch.nn.ReLU()))  # every size kept: no error
+    with pytest.raises(RuntimeError, match=f"from 2 to 127 only, not 2 to {compiling.LARGEST}"):
+        compiling.check_sizes(exported(_SizeBranch()))
+    compiling.check_sizes(exported(_AtLeastRows()), rows=3)  # from a step's 3 rows on: kept
+    with pytest.raises(RuntimeError, match=f"from 3 to {compiling.LARGEST} only"):
+        compiling.check_sizes(exported(_AtLeastRows()), rows=2)
+    with pytest.raises(RuntimeError, match=rf"from 3 to {compiling.LARGEST} only, not 2 \(or 4\) to"):
+        compiling.check_sizes(exported(_AtLeastRows()), rows=4)
 
 
 def test_cache_prune_removes_only_what_another_aiayn_or_torch_made(tmp_path, monkeypatch, capsys):
     """Entries are named by aiayn's code and torch's version too: an upgrade leaves the old ones
     behind, never used again. `aiayn cache info` marks them; `prune` removes them and nothing else."""
     monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path))
-    fields = packages.entry_fields("w" * 64, packages.Kind(8, "log_probs", False), torch.zeros(1))
-    root = packages.cache_dir()
+    fields = store.entry_fields("w" * 64, store.Kind(8, "log_probs", False), torch.zeros(1))
+    root = store.cache_dir()
     entry_with(root, fields, name="current")
     entry_with(root, {**fields, "code": "0" * 64}, name="older-aiayn")
     entry_with(root, {**fields, "torch": "2.0.0"}, name="older-torch")
@@ -159,12 +162,12 @@ def fake_compiler(monkeypatch, library=b"a library"):
 def test_a_process_that_loses_the_race_to_store_an_entry_uses_the_winners(tmp_path, monkeypatch):
     """Two processes compiling the same step: the second to finish finds the entry stored and keeps
     it (its own build goes), and nothing half-written is left."""
-    fields = packages.entry_fields("w" * 64, packages.Kind(8, "log_probs", False), torch.zeros(1))
+    fields = store.entry_fields("w" * 64, store.Kind(8, "log_probs", False), torch.zeros(1))
     winner = entry_with(tmp_path, fields, b"the first process's package")
 
     fake_compiler(monkeypatch, b"the second process's library")
-    assert packages.build(winner, fields, None, (), ()) == winner / packages.PACKAGE
-    assert (winner / packages.PACKAGE).read_bytes() == b"the first process's package"
+    assert packages.build(winner, fields, None, (), ()) == winner / store.PACKAGE
+    assert (winner / store.PACKAGE).read_bytes() == b"the first process's package"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["entry"]
 
 
@@ -187,7 +190,7 @@ def test_a_step_another_process_is_compiling_is_waited_for_and_loaded_not_compil
     monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compile_)
     loaded = []
     monkeypatch.setattr(packages.Packages, "_load", lambda self, entry, device: loaded.append(entry) or entry)
-    kind, inputs = packages.Kind(2, "logits", False), (torch.zeros(1), torch.zeros(1))
+    kind, inputs = store.Kind(2, "logits", False), (torch.zeros(1), torch.zeros(1))
     model, said, waiting = torch.nn.Linear(2, 2), ([], []), threading.Event()  # one model's weights
 
     def process(i):
@@ -208,7 +211,7 @@ def test_a_step_another_process_is_compiling_is_waited_for_and_loaded_not_compil
         done.set()
         first.join()
         second.join()
-    (entry,) = packages.cache_dir().iterdir()  # the entry, and no lock file left
+    (entry,) = store.cache_dir().iterdir()  # the entry, and no lock file left
     assert len(compiles) == 1 and loaded == [entry, entry]
     assert "compiling the decoder step for 2 rows, greedy" in said[0][0]
     assert said[1] == ["aiayn: waiting for another process compiling the decoder step for 2 rows, greedy"]
@@ -223,41 +226,41 @@ def test_a_step_another_process_is_compiling_is_left_to_it_not_compiled_alongsid
     submitted = []  # the row counts given to processes of ours
     monkeypatch.setattr(packages.alongside, "submit", lambda _, fields, *__: submitted.append(fields["rows"]))
     model, inputs = torch.nn.Linear(2, 2), (torch.zeros(1), torch.zeros(1))
-    later = [packages.Kind(rows, "logits", False) for rows in (4, 2)]
+    later = [store.Kind(rows, "logits", False) for rows in (4, 2)]
     steps = packages.Packages(model, lambda *_: None, lambda inputs: (), lambda message: None,
                               ahead=lambda module, kind, inputs: [(k, lambda: inputs) for k in later])
-    steps._weights = packages.weights_digest(model)
-    fields = packages.entry_fields(steps._weights, later[0], inputs[1])
-    four = packages.cache_dir() / packages.entry_name(fields)
-    assert not packages.compiling_elsewhere(four)  # no lock file: nobody compiles it
-    with fails_if_hung(), packages.building(four, fields, lambda message: None):  # "another process"
-        assert packages.compiling_elsewhere(four)
-        steps._compile_ahead(packages.Kind(8, "logits", False), inputs)
+    steps._weights = store.weights_digest(model)
+    fields = store.entry_fields(steps._weights, later[0], inputs[1])
+    four = store.cache_dir() / store.entry_name(fields)
+    assert not compiling.compiling_elsewhere(four)  # no lock file: nobody compiles it
+    with fails_if_hung(), compiling.building(four, fields, lambda message: None):  # "another process"
+        assert compiling.compiling_elsewhere(four)
+        steps._compile_ahead(store.Kind(8, "logits", False), inputs)
     assert submitted == [2]
-    assert not packages.compiling_elsewhere(four)
-    assert list(packages.cache_dir().iterdir()) == []  # the lock went with its holder; the probe made none
+    assert not compiling.compiling_elsewhere(four)
+    assert list(store.cache_dir().iterdir()) == []  # the lock went with its holder; the probe made none
 
 
 def test_a_stored_library_untouched_since_is_not_read_again_and_one_replaced_is(tmp_path, monkeypatch):
     """On the CPU an entry keeps the package's library alone; a later check hashes it again only if
     the file is not the one stored (here: replaced by a copy, then by a damaged copy)."""
     fake_compiler(monkeypatch)
-    fields = packages.entry_fields("w" * 64, packages.Kind(8, "log_probs", False), torch.zeros(1))
+    fields = store.entry_fields("w" * 64, store.Kind(8, "log_probs", False), torch.zeros(1))
     path = packages.build(tmp_path / "entry", fields, None, (), ())
-    assert path == tmp_path / "entry" / packages.LIBRARY and path.read_bytes() == b"a library"
-    assert sorted(p.name for p in path.parent.iterdir()) == [packages.ENTRY, packages.LIBRARY]
-    hashed, sha256 = [], packages.sha256
-    monkeypatch.setattr(packages, "sha256", lambda p: hashed.append(p.name) or sha256(p))
-    assert packages.check(path.parent, fields) is None and hashed == []
+    assert path == tmp_path / "entry" / store.LIBRARY and path.read_bytes() == b"a library"
+    assert sorted(p.name for p in path.parent.iterdir()) == [store.ENTRY, store.LIBRARY]
+    hashed, sha256 = [], store.sha256
+    monkeypatch.setattr(store, "sha256", lambda p: hashed.append(p.name) or sha256(p))
+    assert store.check(path.parent, fields) is None and hashed == []
 
     def replaced_by(content):
         path.with_suffix(".new").write_bytes(content)
         path.with_suffix(".new").replace(path)
         hashed.clear()
-        return packages.check(path.parent, fields)
+        return store.check(path.parent, fields)
 
-    assert replaced_by(b"a library") is None and hashed == [packages.LIBRARY]
-    assert replaced_by(b"a librarz").startswith("damaged") and hashed == [packages.LIBRARY]
+    assert replaced_by(b"a library") is None and hashed == [store.LIBRARY]
+    assert replaced_by(b"a librarz").startswith("damaged") and hashed == [store.LIBRARY]
 
 
 def test_a_cache_that_cannot_be_written_is_said_and_the_step_still_compiles(tmp_path, monkeypatch, capsys):
@@ -303,13 +306,13 @@ def test_a_second_translate_process_starts_from_the_cache_and_cache_clear_emptie
         assert "compiled" not in load_translator(trained_run).description
 
     # its stored entries (not one another test worker is building there now, which `cache clear` leaves)
-    shutil.copytree(packages.cache_dir(), tmp_path / "cache" / "steps", ignore=shutil.ignore_patterns(".*"))
+    shutil.copytree(store.cache_dir(), tmp_path / "cache" / "steps", ignore=shutil.ignore_patterns(".*"))
     monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path / "cache"))
-    stored = len(packages.entries())
+    stored = len(store.entries())
     assert main(["cache", "info"]) == 0
     info = capsys.readouterr().out
     assert f": {stored} compiled steps" in info and stored >= 1
-    fields = [recorded["fields"] for _, recorded, _ in packages.entries()]
+    fields = [recorded["fields"] for _, recorded, _ in store.entries()]
     assert info.count("beam search") == sum(f["output"].endswith(".candidates") for f in fields) >= 2
     assert info.count("beam search of beam 2") == sum(f["beams"] == 2 for f in fields) >= 1
     assert info.count("first step") == sum(f["first"] for f in fields) >= 1 and len(fields) == stored
@@ -352,8 +355,8 @@ def test_whether_a_step_loads_is_found_in_a_child_process_which_may_crash(monkey
     """torch 2.11.0+cu130 on the lent GPU machines crashes any process loading an AOTInductor package
     (a segmentation fault, CPU and CUDA): the child takes the crash and names it. Only a crash lasts;
     an out-of-memory kill (SIGKILL) or an error may not happen again."""
-    monkeypatch.setattr(packages, "_LOAD_CHECK", check)
-    found, lasts = packages._check_loads(packages.Path("step.so"), torch.device("cpu"))
+    monkeypatch.setattr(verdict, "_LOAD_CHECK", check)
+    found, lasts = verdict._check_loads(Path("step.so"), torch.device("cpu"))
     assert (problem in found and found.startswith("loading it")) if problem else found == ""
     assert lasts == lasting
 
@@ -364,34 +367,34 @@ def test_a_load_check_that_times_out_or_is_killed_leaves_no_verdict_and_a_later_
         cache, monkeypatch, capsys, problem):
     """A busy machine's time-out or an out-of-memory kill says nothing lasting about torch: this
     process decodes eagerly and says so; the next checks again, and compiles and loads its steps."""
-    monkeypatch.setattr(packages, "_verdicts", {})
-    monkeypatch.setattr(packages, "_said", set())
-    check = packages._check_loads
-    monkeypatch.setattr(packages, "_check_loads", lambda path, device: (problem, False))
+    monkeypatch.setattr(verdict, "_verdicts", {})
+    monkeypatch.setattr(verdict, "_said", set())
+    check = verdict._check_loads
+    monkeypatch.setattr(verdict, "_check_loads", lambda path, device: (problem, False))
     model = one_layer_model()
     eager = [h.tokens for h in greedy_search(model, SRC, LIMITS)]
-    with pytest.raises(packages.Unloadable):
+    with pytest.raises(verdict.Unloadable):
         outputs(model)
     assert f"({problem}): decoding runs eagerly (the next process checks again)" in capsys.readouterr().err
-    assert not packages.verdict_path(torch.device("cpu")).exists()
+    assert not verdict.verdict_path(torch.device("cpu")).exists()
 
-    monkeypatch.setattr(packages, "_verdicts", {})  # a later process
-    monkeypatch.setattr(packages, "_check_loads", check)
-    assert packages.known_unloadable(torch.device("cpu")) is None
+    monkeypatch.setattr(verdict, "_verdicts", {})  # a later process
+    monkeypatch.setattr(verdict, "_check_loads", check)
+    assert verdict.known_unloadable(torch.device("cpu")) is None
     assert outputs(model) == eager
-    assert packages.read_verdict(torch.device("cpu")) == ""  # it loads: that is kept
+    assert verdict.read_verdict(torch.device("cpu")) == ""  # it loads: that is kept
 
 
 def test_a_crash_verdict_expires(cache, monkeypatch):
-    monkeypatch.setattr(packages, "_verdicts", {})
-    path = packages.verdict_path(torch.device("cpu"))
+    monkeypatch.setattr(verdict, "_verdicts", {})
+    path = verdict.verdict_path(torch.device("cpu"))
     path.parent.mkdir(parents=True, exist_ok=True)
     crash = "loading it killed the process with SIGSEGV"
-    for days, known in [(1, crash), (packages.VERDICT_DAYS + 1, None)]:
+    for days, known in [(1, crash), (verdict.VERDICT_DAYS + 1, None)]:
         checked = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - days * 86400))
         path.write_text(json.dumps({"torch": torch.__version__, "problem": crash, "checked": checked,
-                                    "machine": packages.machine(torch.device("cpu"))}))
-        assert packages.read_verdict(torch.device("cpu")) == known
+                                    "machine": store.machine(torch.device("cpu"))}))
+        assert verdict.read_verdict(torch.device("cpu")) == known
 
 
 def test_where_steps_crash_torch_translation_runs_eagerly_says_so_once_and_remembers(
@@ -406,17 +409,17 @@ def test_where_steps_crash_torch_translation_runs_eagerly_says_so_once_and_remem
 
     def build(entry, fields, *args):  # an entry as a compile stores it, of a step never loaded
         entry.mkdir(parents=True)
-        (entry / packages.LIBRARY).write_bytes(b"a library")
-        (entry / packages.ENTRY).write_text(json.dumps({"fields": fields, "file": packages.LIBRARY,
-                                                        "sha256": packages.sha256(entry / packages.LIBRARY)}))
+        (entry / store.LIBRARY).write_bytes(b"a library")
+        (entry / store.ENTRY).write_text(json.dumps({"fields": fields, "file": store.LIBRARY,
+                                                        "sha256": store.sha256(entry / store.LIBRARY)}))
         cache.append(entry)
-        return entry / packages.LIBRARY
+        return entry / store.LIBRARY
 
     checked = []
     monkeypatch.setattr(packages, "build", build)
-    monkeypatch.setattr(packages, "_verdicts", {})
-    monkeypatch.setattr(packages, "_said", set())
-    monkeypatch.setattr(packages, "_check_loads", lambda path, device: checked.append(path) or
+    monkeypatch.setattr(verdict, "_verdicts", {})
+    monkeypatch.setattr(verdict, "_said", set())
+    monkeypatch.setattr(verdict, "_check_loads", lambda path, device: checked.append(path) or
                         ("loading it killed the process with SIGSEGV", True))
     model, src = one_layer_model(), random_ids(3, 6, seed=7)
     configs = [DecodeConfig(beam_size=1, temperature=1.0, top_k=5),  # first: it drew before it found out
@@ -433,12 +436,12 @@ def test_where_steps_crash_torch_translation_runs_eagerly_says_so_once_and_remem
     assert len(checked) == 1 and len(cache) == 1  # the first compiled step, found out once
     assert err.count("cannot load a compiled decoder step on this machine (loading it killed the process "
                      "with SIGSEGV): decoding runs eagerly") == 1
-    verdict = json.loads(packages.verdict_path(torch.device("cpu")).read_text())
-    assert verdict["problem"].endswith("SIGSEGV") and verdict["torch"] == torch.__version__
+    kept = json.loads(verdict.verdict_path(torch.device("cpu")).read_text())
+    assert kept["problem"].endswith("SIGSEGV") and kept["torch"] == torch.__version__
 
-    monkeypatch.setattr(packages, "_verdicts", {})  # a later process
-    monkeypatch.setattr(packages, "_said", set())
-    monkeypatch.setattr(packages, "_check_loads", lambda path, device: pytest.fail("checked again"))
+    monkeypatch.setattr(verdict, "_verdicts", {})  # a later process
+    monkeypatch.setattr(verdict, "_said", set())
+    monkeypatch.setattr(verdict, "_check_loads", lambda path, device: pytest.fail("checked again"))
     for config in configs:
         assert hypotheses(True, config) == hypotheses(False, config)
     assert len(cache) == 1 and capsys.readouterr().err == ""
@@ -450,15 +453,15 @@ def test_where_steps_crash_torch_translation_runs_eagerly_says_so_once_and_remem
         "killed the process with SIGSEGV; found 20" in capsys.readouterr().out
 
     assert main(["cache", "clear"]) == 0
-    assert not packages.verdict_path(torch.device("cpu")).exists()
-    assert packages.known_unloadable(torch.device("cpu")) is None
+    assert not verdict.verdict_path(torch.device("cpu")).exists()
+    assert verdict.known_unloadable(torch.device("cpu")) is None
 
 
 def test_two_threads_compiling_two_steps_into_one_cache_at_once_both_store_and_load_them(cache, monkeypatch):
     """Each build's temporary directory is its own, and a build's cleaning of what killed processes
     left never takes another thread's: the first thread compiles only once the second has cleaned
     the cache's leftovers; both steps are stored and load (one process exports one at a time)."""
-    cleaned, clean = threading.Event(), packages.files.clean_leftovers
+    cleaned, clean = threading.Event(), files.clean_leftovers
     calls, compile_package = [], torch._inductor.aoti_compile_and_package
 
     def clean_and_tell(*args):
@@ -472,7 +475,7 @@ def test_two_threads_compiling_two_steps_into_one_cache_at_once_both_store_and_l
         assert cleaned.wait(HANG_S)
         return compile_package(*args, **kwargs)
 
-    monkeypatch.setattr(packages.files, "clean_leftovers", clean_and_tell)
+    monkeypatch.setattr(files, "clean_leftovers", clean_and_tell)
     monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compile_after_the_other_cleaned)
     models = [one_layer_model(), one_layer_model()]
     with torch.no_grad():
@@ -492,14 +495,14 @@ def test_two_threads_compiling_two_steps_into_one_cache_at_once_both_store_and_l
     for t in threads:
         t.join(HANG_S)
     assert not failed and found == eager
-    assert len(packages.entries()) == 2 and len(cache) == 2
+    assert len(store.entries()) == 2 and len(cache) == 2
 
 
 def test_a_cache_others_may_write_is_refused_once_and_the_steps_compile_privately(cache, monkeypatch, capsys):
     """A step is a library that aiayn loads: a cache directory that others may write is not used
     (one notice), the step compiles into a private temporary cache, and translation gives the same."""
-    monkeypatch.setattr(packages, "_private", {})
-    root = packages.cache_dir()
+    monkeypatch.setattr(store, "_private", {})
+    root = store.cache_dir()
     root.mkdir(parents=True)
     root.chmod(0o777)
     model = one_layer_model()
@@ -508,7 +511,7 @@ def test_a_cache_others_may_write_is_refused_once_and_the_steps_compile_privatel
     err = capsys.readouterr().err
     assert err.count(f"aiayn: not using the compiled-step cache {root}: others may write {root} "
                      "(mode drwxrwxrwx)") == 1 and f"chmod 700 {root}" in err
-    assert packages.entries() == [] and cache and all(entry.parent != root for entry in cache)
+    assert store.entries() == [] and cache and all(entry.parent != root for entry in cache)
     assert main(["cache", "info"]) == 0
     assert f"who may write it: not you alone (others may write {root} (mode drwxrwxrwx)): aiayn does not " \
         "use it" in capsys.readouterr().out
@@ -525,7 +528,23 @@ def test_the_cache_and_its_entries_are_made_private_and_an_entry_others_may_writ
     finally:
         os.umask(old)
     entry = only_entry()
-    assert all(path.stat().st_mode & 0o077 == 0 for path in [packages.cache_dir(), entry, *entry.iterdir()])
+    assert all(path.stat().st_mode & 0o077 == 0 for path in [store.cache_dir(), entry, *entry.iterdir()])
     entry.chmod(0o775)
     assert outputs(model) == first and len(cache) == 2
     assert "is unusable (not this user's alone: others may write" in capsys.readouterr().err
+
+
+def test_the_private_aotinductor_entry_points_that_library_uses_are_still_there():
+    """cache/library.py is the one place aiayn uses torch's private AOTInductor entry points (a CPU
+    step's model container: its weights shared between steps). A torch upgrade that removes or renames
+    one fails here, by name, rather than deep inside a search."""
+    aoti = torch._C._aoti
+    container = getattr(aoti, "AOTIModelContainerRunnerCpu", None)
+    assert container is not None, "torch._C._aoti.AOTIModelContainerRunnerCpu is gone: see cache/library.py"
+    for method in ("run", "extract_constants_map", "get_constant_names_to_original_fqns",
+                   "update_constant_buffer", "swap_constant_buffer", "free_inactive_constant_buffer"):
+        assert hasattr(container, method), \
+            f"AOTIModelContainerRunnerCpu.{method} is gone: see cache/library.py"
+    loader = getattr(aoti, "AOTIModelPackageLoader", None)
+    assert loader is not None and hasattr(loader, "boxed_run"), \
+        "torch._C._aoti.AOTIModelPackageLoader.boxed_run is gone: see cache/library.py"

@@ -1,10 +1,10 @@
-"""`aiayn cache`: the compiled decoder steps kept on disk (aiayn/decoding/packages.py)."""
+"""`aiayn cache`: the compiled decoder steps kept on disk (aiayn/decoding/cache/)."""
 
 from __future__ import annotations
 
 import argparse
 
-from aiayn.decoding import packages
+from aiayn.decoding.cache import store, verdict
 
 
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
@@ -21,18 +21,20 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.action in ("clear", "prune"):
-        removed, freed = packages.clear(None if args.action == "clear" else packages.stale)
+        removed, freed = store.clear(None if args.action == "clear" else store.stale)
+        if args.action == "clear":  # the next step loaded checks again whether steps load here
+            verdict.forget()
         print(f"removed {removed} {'stale ' if args.action == 'prune' else ''}compiled steps "
-              f"({freed / 1e6:.1f} MB) from {packages.cache_dir()}")
+              f"({freed / 1e6:.1f} MB) from {store.cache_dir()}")
         return 0
-    found = packages.entries()
+    found = store.entries()
     total = sum(size for _, _, size in found)
-    stale = {entry: size for entry, recorded, size in found if packages.stale(recorded)}
-    print(f"{packages.cache_dir()}: {len(found)} compiled steps, {total / 1e6:.1f} MB"
+    stale = {entry: size for entry, recorded, size in found if store.stale(recorded)}
+    print(f"{store.cache_dir()}: {len(found)} compiled steps, {total / 1e6:.1f} MB"
           + (f"; {len(stale)} stale ({sum(stale.values()) / 1e6:.1f} MB, made by another version of "
              "aiayn or torch: 'aiayn cache prune' removes them)" if stale else ""))
-    root = packages.cache_dir()
-    problem = packages.not_ours_alone(root) if root.exists() else None
+    root = store.cache_dir()
+    problem = store.not_ours_alone(root) if root.exists() else None
     print("  who may write it: " + ("you alone" if problem is None else
                                     f"not you alone ({problem}): aiayn does not use it, and compiles into a "
                                     "private temporary directory instead; chmod 700 it to use it")
@@ -44,10 +46,10 @@ def run(args: argparse.Namespace) -> int:
             continue
         fields = recorded.get("fields", {})
         print(f"  {entry.name}  {size / 1e6:6.1f} MB  model {str(fields.get('weights'))[:12]}  "
-              f"{fields.get('dtype')}  {packages.describe(fields)}  "
+              f"{fields.get('dtype')}  {store.describe(fields)}  "
               f"{fields.get('machine', {}).get('device')}  compiled in {recorded.get('seconds')} s "
               f"on {recorded.get('created')}{'  stale' if entry in stale else ''}")
-    for refused in packages.refusals():
+    for refused in verdict.refusals():
         machine = refused.get("machine", {}).get("device")
         print(f"torch {refused.get('torch')} on {machine} cannot load compiled steps "
               f"({refused.get('problem')}; found {refused.get('checked')}): its decoding runs eagerly")

@@ -57,6 +57,7 @@ from torch import Tensor, nn
 from torch.export import Dim
 
 from aiayn.decoding import packages
+from aiayn.decoding.cache import compiling, store
 from aiayn.decoding.steps import (
     Score,
     Step,
@@ -224,9 +225,9 @@ def _run(step: packages.Packages, eager: Callable, model: Transformer, last_toke
 
 def _compiled_sizes(cache: DecoderCache) -> bool:
     """Whether the compiled step takes a batch with this cache: its buffers' rows, its capacity and
-    the source length from 2 to `packages.LARGEST` (`_dynamic_shapes`)."""
+    the source length from 2 to `compiling.LARGEST` (`_dynamic_shapes`)."""
     (rows, capacity), source = cache.self_attn[0].k.shape[:2], cache.cross_attn[0][0].size(2)
-    return 2 <= source and max(rows, capacity, source) <= packages.LARGEST
+    return 2 <= source and max(rows, capacity, source) <= compiling.LARGEST
 
 
 Output = str | Score  # what a compiled step returns: "logits" (and their normaliser), "log_probs",
@@ -324,29 +325,29 @@ def _versions(module: nn.Module) -> tuple[int, ...]:
 def compiled_before(model: Transformer) -> bool:
     """Whether the cache holds a step compiled for this model (its weights, dtype and device) on this
     machine: translation then uses the compiled step without being asked (`translation.prepare`)."""
-    if not packages.entries():  # the common case, without hashing the weights
+    if not store.entries():  # the common case, without hashing the weights
         return False
     table = model.tgt_embed.weight  # the step's activations, and so its cache, are in its dtype
-    return packages.stored(packages.weights_digest(_Step(model, "log_probs")), table.dtype, table.device)
+    return store.stored(store.weights_digest(_Step(model, "log_probs")), table.dtype, table.device)
 
 
-def graphs(model: Transformer) -> list[packages.Kind]:
+def graphs(model: Transformer) -> list[store.Kind]:
     """The compiled steps this process holds for the model's current weights."""
     return [kind for _, step in _steps.get(model, {}).values() for kind in step.kinds()]
 
 
-def _kind(step: _Step, inputs: tuple) -> packages.Kind:
+def _kind(step: _Step, inputs: tuple) -> store.Kind:
     """The graph that `step`'s inputs run on: their rows, whether they trace histories (beam search),
     whether it is a search's first step (one position), and a score function's beam size (its
     scores (B/K, K))."""
     last_tokens, table, _, _, ancestors, _, _, *args = inputs
     scores = args[0] if args else None
     beams = scores.size(1) if isinstance(scores, Tensor) and scores.dim() == 2 else 0
-    return packages.Kind(last_tokens.size(0), step.output_name, ancestors is not None, table.size(0) == 1,
+    return store.Kind(last_tokens.size(0), step.output_name, ancestors is not None, table.size(0) == 1,
                          beams)
 
 
-def _ahead(step: _Step, kind: packages.Kind, inputs: tuple) -> list[tuple[packages.Kind, Callable]]:
+def _ahead(step: _Step, kind: store.Kind, inputs: tuple) -> list[tuple[store.Kind, Callable]]:
     """The steps a search running `kind` reaches as its sentences finish: the same step at each smaller
     `row_bucket`, each with a function making example inputs of its rows (`_with_rows`). After a
     search's first step (one or two sentences, one row each), the later steps of one and of two
@@ -397,13 +398,13 @@ def _with_rows(inputs: tuple, sentences: int, r: int, traced: bool) -> tuple:
 def _dynamic_shapes(inputs: tuple) -> tuple:
     """The step's inputs' dynamic dimensions, for `torch.export`: rows static; positions decoded
     (static at a search's first step: one), cache capacity and source length dynamic (from 2 to
-    `packages.LARGEST`); a score function's inputs static. The dynamic ones are hints, not named
+    `compiling.LARGEST`); a score function's inputs static. The dynamic ones are hints, not named
     dimensions: export works out which are equal, and keeps as checks the conditions it cannot
     prove for every size in the range (torch 2.11 cannot prove min(4 S, 16 S) = 4 S, and refuses a
     named dimension for it)."""
     last_tokens, table, keys, values, ancestors, cross_attn, memory_mask, *args = inputs
     # One hint for every dynamic dimension: unlike a named dimension, a hint ties no two together.
-    positions = capacity = source = buffers = Dim.DYNAMIC(min=2, max=packages.LARGEST)
+    positions = capacity = source = buffers = Dim.DYNAMIC(min=2, max=compiling.LARGEST)
     n = Dim.STATIC if table.size(0) == 1 else positions
     cache = {0: buffers, 1: capacity}  # the buffers' rows: the step's, or more (`TracedCache.select`)
     shapes = (None, {0: n}, [cache] * len(keys), [cache] * len(values),

@@ -18,8 +18,8 @@ from tqdm import tqdm
 
 from aiayn.config import ConfigError, DecodeConfig
 from aiayn.data.batching import pad
-from aiayn.decoding import packages
 from aiayn.decoding.beam import beam_search
+from aiayn.decoding.cache import verdict
 from aiayn.decoding.compiled import CompiledStep
 from aiayn.decoding.constrained import Constraints, Steer
 from aiayn.decoding.greedy import greedy_search
@@ -55,11 +55,11 @@ def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
         constraints = Constraints(steers, src.device)
         prefixes = torch.tensor([len(s.prefix) for s in steers], device=limits.device)
         limits = torch.maximum(limits, prefixes + 1)  # room for the prefix and a token after it
-    if config.compile and not packages.known_unloadable(src.device):
+    if config.compile and not verdict.known_unloadable(src.device):
         drawn = generator.get_state() if generator is not None else None
         try:
             return _search(model, src, limits, config, generator, CompiledStep(model), constraints)
-        except packages.Unloadable:  # found out at its first compiled step: this batch again, eagerly
+        except verdict.Unloadable:  # found out at its first compiled step: this batch again, eagerly
             if drawn is not None:
                 generator.set_state(drawn)
     return _search(model, src, limits, config, generator, Step(model), constraints)

@@ -1,0 +1,173 @@
+"""Compiling a step ahead of time and storing it: exported (`torch.export`, with the positions
+decoded, the cache capacity and the source length as dynamic dimensions) and compiled by
+AOTInductor with the weights frozen into it (`build`). An entry is built in a temporary directory
+of its own and renamed into place, so no process finds half of one; a process compiling a step
+holds a lock on it (`building`), so another that needs it waits and loads what it stored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import threading
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import torch
+from torch import nn
+
+from aiayn import files
+from aiayn.decoding.cache.library import constant_digests
+from aiayn.decoding.cache.store import ENTRY, LIBRARY, PACKAGE, check, describe, kept, sha256, status
+
+LARGEST = 8192  # positions, cache capacity and source length a packaged step takes (beyond: eager)
+_compiling = threading.Lock()  # torch.export is not thread-safe: two threads exporting at once fail
+# ("ProxyTorchDispatchMode slot already occupied"), so a process compiles one step at a time
+
+
+def build(entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple, dynamic: tuple) -> Path:
+    """Export, compile and store the step for these inputs' shapes; returns the path of the file kept
+    (`kept`)."""
+    started = time.perf_counter()
+    files.clean_leftovers(entry.parent, lambda name: True)  # of killed processes, never a live build
+    with files.sibling(entry) as tmp:
+        _build_into(tmp, entry, fields, module, inputs, dynamic, started)
+    return kept(entry)
+
+
+def _build_into(tmp: Path, entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple,
+                dynamic: tuple, started: float) -> None:
+    from torch._inductor import config as inductor_config
+
+    tmp.mkdir(parents=True, mode=0o700)  # this user's alone (`not_ours_alone`), whatever the umask
+    try:
+        with _compiling:
+            exported = torch.export.export(module, inputs, dynamic_shapes=dynamic, strict=False)
+            check_sizes(exported, fields["rows"])
+            with _setting(inductor_config, "freezing", True):
+                torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp / PACKAGE))
+        path = _library_alone(tmp / PACKAGE) if str(fields["machine"]["device"]).startswith("cpu") \
+            else tmp / PACKAGE
+        path.chmod(0o700)
+        constants = constant_digests(path) if path.suffix == ".so" else {}
+        record = {"fields": fields, "file": path.name, "sha256": sha256(path), "status": status(path),
+                  "constants": constants,
+                  "seconds": round(time.perf_counter() - started, 1),
+                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        (tmp / ENTRY).write_text(json.dumps(record, indent=1) + "\n")
+        (tmp / ENTRY).chmod(0o600)
+        try:
+            tmp.rename(entry)
+        except OSError:  # another process stored this entry first: use its package
+            shutil.rmtree(tmp, ignore_errors=True)
+            if check(entry, fields) is not None:
+                raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+@contextlib.contextmanager
+def building(entry: Path, fields: dict[str, Any], notice: Callable[[str], None]) -> Iterator[None]:
+    """Hold the lock on compiling `entry`'s step (a lock file beside it, `fcntl.flock`), waiting, with
+    a notice, while another process holds it; the system lets go of a dead process's lock. Where the
+    lock cannot be taken (a cache that cannot be written, no `fcntl`) it goes on without it: two
+    processes then each compile the step, and the first to store it wins (`build`)."""
+    lock = _lock(_lock_path(entry), lambda: notice(
+        f"aiayn: waiting for another process compiling the decoder step for {describe(fields)}"))
+    try:
+        yield
+    finally:
+        if lock is not None:  # removed while held (if still ours): a process blocked on it finds the
+            with contextlib.suppress(OSError):  # entry stored, one that comes later no lock to wait for
+                if os.stat(lock.name).st_ino == os.fstat(lock.fileno()).st_ino:
+                    os.unlink(lock.name)
+            lock.close()
+
+
+def compiling_elsewhere(entry: Path) -> bool:
+    """Whether a process holds the lock on compiling `entry`'s step now (`building`): a probe that
+    neither waits nor makes a lock file."""
+    try:
+        import fcntl
+
+        probe = os.open(_lock_path(entry), os.O_RDONLY)
+    except (ImportError, OSError):  # no lock file: nobody compiles it
+        return False
+    try:
+        fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)  # let go at once, when closed
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(probe)
+    return False
+
+
+def _lock_path(entry: Path) -> Path:
+    return entry.parent / f".{entry.name}.lock"
+
+
+def _lock(path: Path, waiting: Callable[[], None]) -> BinaryIO | None:
+    """`path` opened and locked (the file, to close), `waiting()` first if another process holds it;
+    None if it cannot be."""
+    try:
+        import fcntl
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path, "wb")
+    except (ImportError, OSError):
+        return None
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            waiting()
+            fcntl.flock(lock, fcntl.LOCK_EX)
+    except OSError:
+        lock.close()
+        return None
+    except BaseException:  # interrupted while waiting
+        lock.close()
+        raise
+    return lock
+
+
+def check_sizes(exported: torch.export.ExportedProgram, rows: int = 2) -> None:
+    """Refuse a step whose export narrowed a dynamic size: each must take 2 to `LARGEST`, or, as the
+    rows of the cache's buffers do, the step's `rows` to `LARGEST` (given as hints, export narrows a
+    size when the traced code depends on it, where the step would then fail on longer sentences)."""
+    for symbol, sizes in exported.range_constraints.items():
+        if (sizes.lower > 2 and sizes.lower != rows) or sizes.upper < LARGEST:
+            wanted = f"2 (or {rows}) to {LARGEST}" if rows != 2 else f"2 to {LARGEST}"
+            raise RuntimeError(f"the exported decoder step takes {symbol} from {sizes.lower} to "
+                               f"{sizes.upper} only, not {wanted}")
+
+
+def _library_alone(package: Path) -> Path:
+    """A CPU package's shared library, taken out beside it (the package goes); the package itself
+    if it does not hold exactly one."""
+    with zipfile.ZipFile(package) as archive:
+        libraries = [name for name in archive.namelist() if name.endswith(".so")]
+        if len(libraries) != 1:
+            return package
+        with archive.open(libraries[0]) as source, open(package.with_name(LIBRARY), "wb") as target:
+            shutil.copyfileobj(source, target, 1 << 20)
+    package.unlink()
+    return package.with_name(LIBRARY)
+
+
+@contextlib.contextmanager
+def _setting(config: Any, name: str, value: Any) -> Iterator[None]:
+    saved = getattr(config, name)
+    setattr(config, name, value)
+    try:
+        yield
+    finally:
+        setattr(config, name, saved)
