@@ -51,8 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(2)
     os.environ["AIAYN_COMPILE_WORKERS"] = "0"
     os.environ["AIAYN_CACHE_DIR"] = tempfile.mkdtemp(prefix="aiayn-probe-")
-    model = load_model(args.model).model.eval()
+    probe(load_model(args.model).model.eval(), args.record)
+    return 0
 
+
+@torch.inference_mode()  # as a search runs (the example inputs are inference tensors)
+def probe(model: torch.nn.Module, keep: bool) -> None:
     captured = {}
 
     def capture(entry, fields, module, inputs, dynamic):
@@ -69,10 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         packages.build = build
     module, inputs, dynamic = captured["module"], captured["inputs"], captured["dynamic"]
     work = Path(tempfile.mkdtemp(prefix="aiayn-probe-"))
-    library = compiling.build(work / "library", captured["fields"], module, inputs, dynamic(inputs))
+    library = compiling.build(work / "library", captured["fields"], module, inputs, dynamic)
     keep_whole, compiling._library_alone = compiling._library_alone, lambda package: package
     try:
-        package = compiling.build(work / "package", captured["fields"], module, inputs, dynamic(inputs))
+        package = compiling.build(work / "package", captured["fields"], module, inputs, dynamic)
     finally:
         compiling._library_alone = keep_whole
 
@@ -106,9 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     same = all(torch.equal(a, b) for a, b in zip(*flat, strict=True))
     table = "\n".join(rows) + f"\n\nSame outputs: {same}. Step: {store.describe(captured['fields'])}."
     print(table)
-    if args.record:
+    if keep:
         record("The public package loader against aiayn's Runner", table, path=detail("decode_speed"))
-    return 0
 
 
 if __name__ == "__main__":

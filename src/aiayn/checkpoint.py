@@ -122,7 +122,10 @@ def load(path: str | Path, device: str | torch.device = "cpu", with_state: bool 
         raise CheckpointError(str(e)) from None
     _check_tokenizer(model.config, tokenizer, path)
     state = _load_state(path / STATE_FILE) if with_state and (path / STATE_FILE).exists() else None
-    return Checkpoint(model, tokenizer, cfg.build(cfg.DataConfig, meta["data"], str(meta_path)),
+    data = meta["data"]
+    if data.get("pairs") and "language_token" not in data:  # saved before the choice: always source
+        data = {**data, "language_token": "source"}
+    return Checkpoint(model, tokenizer, cfg.build(cfg.DataConfig, data, str(meta_path)),
                       cfg.build(cfg.TrainConfig, meta["train"], str(meta_path)), state, path)
 
 

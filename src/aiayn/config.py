@@ -158,9 +158,10 @@ class DataConfig:
             "and the model is told the target language by a piece, >>fr<< (--language-token); none: "
             "--src-lang to --tgt-lang", metavar="SRC-TGT,...", joined=True)
     language_token: str = _opt(
-        "source", "with --pairs: where the model is told the target language, >>fr<<: source: as the "
-                  "source's first token (Johnson et al., OPUS-MT); target: as the decoder's first token, "
-                  "in place of <s> (fairseq's decoder language token)", ("source", "target"))
+        "target", "with --pairs: where the model is told the target language, >>fr<<: target: as the "
+                  "decoder's first token, in place of <s> (fairseq's decoder language token; "
+                  "better on Multi30k: benchmarks/detail/multilingual.md); source: as the source's "
+                  "first token (Johnson et al., OPUS-MT)", ("target", "source"))
     src_lang: str = _opt("en", "source language code", metavar="LANG")
     tgt_lang: str = _opt("de", "target language code", metavar="LANG")
     tokenizer: str = _opt(

@@ -30,6 +30,9 @@ def small_valid(data_dir, tmp_path):
     return str(multiway_files(tmp_path / "valid"))
 
 
+SOURCE_TOLD = ["--language-token", "source"]  # >>xx<< before the source, as OPUS-MT
+
+
 def records(run, kind):
     lines = (run / "metrics.jsonl").read_text().splitlines()
     return [r for r in map(json.loads, lines) if r["kind"] == kind]
@@ -90,7 +93,7 @@ def test_a_multilingual_model_translates_the_direction_asked_with_its_piece_firs
     same model puts its own; a direction it lacks is a one-line error naming those it has."""
     run = tmp_path / "run"
     assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs",
-                 "--max-steps", "1", "--out", str(run)]) == 0
+                 *SOURCE_TOLD, "--max-steps", "1", "--out", str(run)]) == 0
     translator = load_translator(run, device="cpu", beam_size=1, max_output_len=3)
     assert (translator.src_lang, translator.tgt_lang, translator.pairs) == ("en", "de", ("en-de", "en-cs"))
     seen = []
@@ -133,7 +136,7 @@ def test_a_ctranslate2_export_translates_each_direction_as_aiayn_does(small_vali
     pytest.importorskip("ctranslate2")
     run, ct2 = tmp_path / "run", tmp_path / "ct2"
     assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs",
-                 "--max-steps", "3", "--out", str(run)]) == 0
+                 *SOURCE_TOLD, "--max-steps", "3", "--out", str(run)]) == 0
     assert main(["export", "ctranslate2", str(run), str(ct2)]) == 0
     sources = multi30k.load("val", "en", "de").source[:20]
     for tgt in ("de", "cs"):
@@ -153,7 +156,7 @@ def test_a_multilingual_model_goes_to_marian_and_back_with_its_directions(small_
     transformers = pytest.importorskip("transformers")
     run, hf = tmp_path / "run", tmp_path / "hf"
     assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs",
-                 "--max-steps", "3", "--out", str(run)]) == 0
+                 *SOURCE_TOLD, "--max-steps", "3", "--out", str(run)]) == 0
     assert main(["convert", "to-marian", str(run), str(hf)]) == 0
     theirs = transformers.MarianTokenizer.from_pretrained(hf)
     cs = load_translator(run, device="cpu").tokenizer.language_id("cs")
@@ -188,7 +191,7 @@ def test_explain_shows_the_direction_asked_with_its_piece_first(small_valid, tmp
 
     run = tmp_path / "run"
     assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs",
-                 "--max-steps", "1", "--out", str(run)]) == 0
+                 *SOURCE_TOLD, "--max-steps", "1", "--out", str(run)]) == 0
     czech = load_translator(run, device="cpu", tgt_lang="cs", max_output_len=4)
     data = explain(czech, "A dog runs.", beam_size=2)
     assert data["source"]["pieces"][0] == ">>cs<<" and data["languages"] == {"source": "en", "target": "cs"}
@@ -200,7 +203,7 @@ def test_explain_shows_the_direction_asked_with_its_piece_first(small_valid, tmp
 def test_a_zero_shot_direction_is_translated_only_when_asked_for_and_says_so(small_valid, tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs",
-                 "en-de,de-en,en-cs", "--max-steps", "1", "--out", str(run)]) == 0
+                 "en-de,de-en,en-cs", *SOURCE_TOLD, "--max-steps", "1", "--out", str(run)]) == 0
     translator = load_translator(run, device="cpu", max_output_len=3)
     with pytest.raises(ConfigError, match=r"no direction de-cs; .* \(untrained, zero-shot: --zero-shot\)"):
         translator.towards("de", "cs")
@@ -222,7 +225,8 @@ def test_a_zero_shot_direction_is_translated_only_when_asked_for_and_says_so(sma
 def test_one_language_given_picks_the_first_direction_that_fits_and_limits_leave_room(small_valid, tmp_path):
     run = tmp_path / "run"
     assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs",
-                 "en-de,de-en,en-cs", "--max-len", "40", "--max-steps", "1", "--out", str(run)]) == 0
+                 "en-de,de-en,en-cs", *SOURCE_TOLD, "--max-len", "40", "--max-steps", "1",
+                 "--out", str(run)]) == 0
     german = load_translator(run, device="cpu", src_lang="de", max_output_len=3)
     assert (german.src_lang, german.tgt_lang) == ("de", "en")
     czech = load_translator(run, device="cpu", tgt_lang="cs", max_output_len=3)
@@ -305,3 +309,19 @@ def test_a_model_told_in_the_target_starts_its_decoder_with_the_language_asked(s
                                  compute_type="float32")
         assert theirs.start == tokenizer.language_id(tgt)
         assert [t.tokens for t in theirs.translate(sources)] == [t.tokens for t in ours.translate(sources)]
+
+
+def test_a_multilingual_model_is_told_in_the_decoder_by_default_and_an_older_one_in_the_source(
+        small_valid, tmp_path):
+    """The decoder token measured better (benchmarks/detail/multilingual.md): it is the default. A
+    checkpoint saved before the choice existed was told in the source, and still loads as such."""
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs",
+                 "--max-steps", "1", "--out", str(run)]) == 0
+    saved = checkpoint.resolve(run)
+    assert checkpoint.load(saved).data.language_token == "target"
+    config = saved / checkpoint.CONFIG_FILE
+    meta = json.loads(config.read_text())
+    del meta["data"]["language_token"]
+    config.write_text(json.dumps(meta))
+    assert checkpoint.load(saved).data.language_token == "source"
