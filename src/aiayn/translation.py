@@ -88,8 +88,9 @@ def load_model(path: str | Path, device: str | torch.device = "cpu") -> LoadedMo
                                          "(engine ctranslate2)")
     if kind == "marian":
         model, tokenizer, languages = marian.load_marian(path)
-        data = cfg.DataConfig(src_lang=languages.get("source_lang", ""),
-                              tgt_lang=languages.get("target_lang", ""), pairs=languages.get("pairs", ()))
+        data = cfg.DataConfig(src_lang=languages.get("source_lang", ""),  # a Marian model is told the
+                              tgt_lang=languages.get("target_lang", ""),  # target in the source (OPUS-MT)
+                              pairs=languages.get("pairs", ()), language_token="source")
         return LoadedModel(model.to(device), tokenizer, data.src_lang, data.tgt_lang, Path(path), data,
                            cfg.TrainConfig())
     ck = checkpoint.load(checkpoint.resolve(path), device, with_state=False)
