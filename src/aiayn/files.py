@@ -31,7 +31,7 @@ from aiayn.errors import AiaynError
 RUN_FILES = ("checkpoints", "metrics.jsonl")  # what makes a directory a training run
 _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<what>tmp|old)-(?P<pid>\d+)(-\d+)?$")
 _numbers = itertools.count()
-_live: set[Path] = set()  # this process's siblings in use (`sibling`), by any of its threads
+_live: set[str] = set()  # the names of this process's siblings in use (`sibling`), by any thread
 _live_lock = threading.Lock()
 
 
@@ -77,12 +77,12 @@ def sibling(path: Path, what: str = "tmp") -> Iterator[Path]:
     while the block runs. The caller creates and removes what it names."""
     with _live_lock:
         name = path.parent / f".{path.name}.{what}-{os.getpid()}-{next(_numbers)}"
-        _live.add(name)
+        _live.add(name.name)  # unique in this process, however the directory is spelled
     try:
         yield name
     finally:
         with _live_lock:
-            _live.discard(name)
+            _live.discard(name.name)
 
 
 def write_atomically(path: Path, data: bytes | memoryview) -> None:
@@ -175,7 +175,7 @@ def _alive(pid: int, path: Path) -> bool:
     """Whether the process `pid` may still be writing `path` (this one: if a thread of it is)."""
     if pid == os.getpid():
         with _live_lock:  # if not in use, a leftover of an earlier process of this pid
-            return path in _live
+            return path.name in _live
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -176,6 +176,9 @@ def _from_parent(out: Path, recipe: cfg.Recipe):
     # A preset's vocabulary size is what a new tokenizer would learn; the parent's tokenizer is given.
     given = {**{k: v for k, v in preset.items() if k != "vocab_size"}, **recipe.model}
     init.check_options(parent, given, recipe.data.tokenizer, "options")
+    if parent.language_token and recipe.data.pairs and recipe.data.language_token != parent.language_token:
+        raise cfg.ConfigError(f"{parent.path} is told the target language in the {parent.language_token}: "
+                              f"train on from it with --language-token {parent.language_token}")
     torch.manual_seed(recipe.train.seed)  # as a fresh run: its dropout draws from the seed
     model = init.child(parent, recipe.model)
     _check_lengths(model.config, recipe.data)

@@ -395,6 +395,8 @@ def test_a_crash_verdict_expires(cache, monkeypatch):
         path.write_text(json.dumps({"torch": torch.__version__, "problem": crash, "checked": checked,
                                     "machine": store.machine(torch.device("cpu"))}))
         assert verdict.read_verdict(torch.device("cpu")) == known
+    path.write_text(json.dumps({"torch": torch.__version__, "problem": crash}))  # no date: not known
+    assert verdict.read_verdict(torch.device("cpu")) is None
 
 
 def test_where_steps_crash_torch_translation_runs_eagerly_says_so_once_and_remembers(

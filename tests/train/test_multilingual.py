@@ -325,3 +325,19 @@ def test_a_multilingual_model_is_told_in_the_decoder_by_default_and_an_older_one
     del meta["data"]["language_token"]
     config.write_text(json.dumps(meta))
     assert checkpoint.load(saved).data.language_token == "source"
+
+
+def test_a_run_from_a_model_told_in_the_source_must_say_so_too(small_valid, tmp_path, capsys):
+    """--init-from a multilingual model told the target in the source: a child told in the decoder
+    (the default) would not read what its parent learned; it is a one-line error naming the flag."""
+    parent, child = tmp_path / "parent", tmp_path / "child"
+    assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs",
+                 *SOURCE_TOLD, "--max-steps", "1", "--out", str(parent)]) == 0
+    capsys.readouterr()
+    common = ["--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs", "--max-steps", "1",
+              "--threads", "1", "--out", str(child)]
+    assert main(["train", "--init-from", str(parent), *common]) == 2
+    err = capsys.readouterr().err
+    assert "is told the target language in the source: train on from it with --language-token source" in err
+    assert len(err.strip().splitlines()) == 1 and not child.exists()
+    assert main(["train", "--init-from", str(parent), *common, *SOURCE_TOLD]) == 0

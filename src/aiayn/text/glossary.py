@@ -7,7 +7,8 @@ the longest match wins; a target term is asked for once per sentence.
 A TBX file (ISO 30042 termbase: TBX-Basic's termEntry/langSet/tig, or TBX v3's
 conceptEntry/langSec/termSec) is read as a `Termbase`: each concept's terms by language. The
 direction a model translates picks its glossary: every source-language term of a concept (its
-synonyms) -> the concept's first target-language term that is not deprecated.
+synonyms, deprecated ones too) -> the concept's first target-language term that may be written (not
+deprecated, superseded, obsolete or not recommended).
 """
 
 from __future__ import annotations
@@ -82,7 +83,9 @@ class Glossary:
 
 
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
-DEPRECATED = ("deprecated", "superseded", "admitted-not")  # administrativeStatus values left out
+# administrativeStatus values of terms not to write (TBX-Basic's deprecatedTerm-admn-sts and
+# supersededTerm-admn-sts; TBX v3's deprecated, obsolete, notRecommended), lowercased
+NOT_TO_WRITE = ("deprecated", "superseded", "obsolete", "notrecommended")
 
 
 def _local(tag: str) -> str:
@@ -91,10 +94,10 @@ def _local(tag: str) -> str:
 
 @dataclass(frozen=True)
 class Termbase:
-    """A TBX file's concepts, each a mapping of language (its primary subtag: en, de) -> terms."""
+    """A TBX file's concepts, each a mapping of language (its primary subtag: en, de) -> its terms."""
 
     path: Path
-    concepts: tuple[dict[str, tuple[str, ...]], ...]
+    concepts: tuple[dict[str, tuple[tuple[str, bool], ...]], ...]  # (term, whether it may be written)
 
     @classmethod
     def read(cls, path: str | Path) -> Termbase:
@@ -109,9 +112,8 @@ class Termbase:
         for entry in (e for e in root.iter() if _local(e.tag) in ("termEntry", "conceptEntry")):
             terms: dict[str, list[str]] = {}
             for lang_set in (e for e in entry if _local(e.tag) in ("langSet", "langSec")):
-                lang = lang_set.get(XML_LANG, "").split("-")[0].split("_")[0].lower()
-                for term in _terms(lang_set):
-                    terms.setdefault(lang, []).append(term)
+                for term, preferred in _terms(lang_set):
+                    terms.setdefault(_language(lang_set.get(XML_LANG, "")), []).append((term, preferred))
             concepts.append({lang: tuple(ts) for lang, ts in terms.items() if lang})
         if not concepts:
             raise GlossaryError(f"{path}: no termEntry or conceptEntry: not a TBX termbase")
@@ -121,26 +123,36 @@ class Termbase:
         return sorted({lang for concept in self.concepts for lang in concept})
 
     def towards(self, source: str, target: str) -> Glossary:
-        """The glossary for source -> target: each source term of a concept -> its first target term."""
-        source, target = source.split("-")[0].lower(), target.split("-")[0].lower()
-        entries = [(term, concept[target][0]) for concept in self.concepts
-                   if source in concept and target in concept for term in concept[source]]
+        """The glossary for source -> target: each source term of a concept (a deprecated one too: a
+        text may use it) -> its first target term that may be written."""
+        source, target = _language(source), _language(target)
+        entries = []
+        for concept in self.concepts:
+            written = [term for term, preferred in concept.get(target, ()) if preferred]
+            if source in concept and written:
+                entries += [(term, written[0]) for term, _ in concept[source]]
         if not entries:
             raise GlossaryError(f"{self.path}: no concept has terms in both {source} and {target} "
                                 f"(its languages: {', '.join(self.languages()) or 'none'})")
         return Glossary(tuple(entries))
 
 
-def _terms(lang_set: ElementTree.Element) -> list[str]:
-    """The terms of one language of a concept, in order, deprecated ones left out."""
+def _language(code: str) -> str:
+    """A language code's primary subtag, lowercased: en-US, en_US -> en."""
+    return code.replace("_", "-").split("-")[0].lower()
+
+
+def _terms(lang_set: ElementTree.Element) -> list[tuple[str, bool]]:
+    """The terms of one language of a concept, in order, each with whether it may be written (not
+    deprecated, superseded, obsolete or not recommended)."""
     found = []
     for group in (e for e in lang_set if _local(e.tag) in ("tig", "ntig", "termSec")):
         status = " ".join((e.text or "").strip().lower() for e in group.iter()
                           if _local(e.tag) == "termNote" and e.get("type") == "administrativeStatus")
         term = next((" ".join("".join(e.itertext()).split()) for e in group.iter()
                      if _local(e.tag) == "term"), "")
-        if term and not status.startswith(DEPRECATED):
-            found.append(term)
+        if term:
+            found.append((term, not status.startswith(NOT_TO_WRITE)))
     return found
 
 

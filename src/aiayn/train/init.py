@@ -41,6 +41,7 @@ class Parent:
     tokenizer: Tokenizer
     path: Path  # the checkpoint directory (a run's newest checkpoint), or the Marian directory
     sha256: str  # of its weights' files (`weights_sha256`)
+    language_token: str = ""  # a multilingual parent's: where it is told the target language
 
 
 def load_parent(path: str | Path) -> Parent:
@@ -48,7 +49,8 @@ def load_parent(path: str | Path) -> Parent:
     from aiayn.translation import load_model
 
     loaded = load_model(path)
-    return Parent(loaded.model, loaded.tokenizer, loaded.path, weights_sha256(loaded.path))
+    told = loaded.data.language_token if loaded.data.pairs else ""
+    return Parent(loaded.model, loaded.tokenizer, loaded.path, weights_sha256(loaded.path), told)
 
 
 def weights_sha256(directory: Path) -> str:

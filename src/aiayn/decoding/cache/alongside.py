@@ -81,15 +81,17 @@ class Alongside:
         self._ended(entry)
 
     def stop(self) -> None:
+        """End every job: the queued ones first, so that no job ending now starts another."""
         with self._lock:
+            jobs = list(self._queued.values())
+            self._queued.clear()
             running = list(self._running.values())
         for process, _ in running:
             with contextlib.suppress(OSError):  # the job's process and the compilers it started
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         with self._lock:
-            jobs = [*self._queued.values(), *(job for _, job in self._running.values())]
-            self._queued.clear()
+            jobs += [job for _, job in self._running.values()]
             self._running.clear()
         for job in jobs:
             job.unlink(missing_ok=True)

@@ -66,12 +66,26 @@ def steps_dir() -> Path:
     with _private_lock:
         if wanted not in _private:
             private = Path(tempfile.mkdtemp(prefix="aiayn-steps-"))
-            atexit.register(shutil.rmtree, private, True)
+            atexit.register(_remove_private, private)
             notice(f"aiayn: not using the compiled-step cache {wanted}: {problem}, and whoever can write "
                     f"it runs code in this process; compiling into {private} for this process instead "
                     f"(to use the cache, make it yours alone: chmod 700 {wanted})")
             _private[wanted] = private
     return _private[wanted]
+
+
+def _remove_private(private: Path) -> None:
+    """At exit: the processes compiling alongside end first (they would make it again)."""
+    from aiayn.decoding.cache.alongside import alongside  # it imports this module
+
+    alongside.stop()
+    shutil.rmtree(private, ignore_errors=True)
+
+
+def current_dir() -> Path:
+    """The directory this process keeps steps in as far as it knows, neither made nor checked
+    (`steps_dir` does both): for reading what may be there."""
+    return _private.get(cache_dir(), cache_dir())
 
 
 def not_ours_alone(path: Path, create: bool = False) -> str | None:

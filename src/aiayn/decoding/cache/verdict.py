@@ -24,7 +24,7 @@ import torch
 
 from aiayn import files
 from aiayn.decoding.cache import store
-from aiayn.decoding.cache.store import cache_dir, machine, steps_dir
+from aiayn.decoding.cache.store import cache_dir, current_dir, machine, steps_dir
 
 
 class Unloadable(RuntimeError):
@@ -88,8 +88,8 @@ def say_unloadable(problem: str, lasting: bool = True, notice: Callable[[str], N
 def read_verdict(device: torch.device) -> str | None:
     """The cache's verdict for this torch and machine: "" (loads), why not, or None if not known
     (or checked more than VERDICT_DAYS ago)."""
-    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
-        recorded = json.loads(verdict_path(device).read_text())
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError, LookupError):
+        recorded = json.loads(verdict_path(device, kept=True).read_text())
         checked = calendar.timegm(time.strptime(recorded["checked"], "%Y-%m-%dT%H:%M:%SZ"))
         if recorded.get("torch") == torch.__version__ and recorded.get("machine") == machine(device) \
                 and 0 <= time.time() - checked < VERDICT_DAYS * 86400:
@@ -108,10 +108,10 @@ def refusals() -> list[dict[str, Any]]:
     return found
 
 
-def verdict_path(device: torch.device) -> Path:
+def verdict_path(device: torch.device, kept: bool = False) -> Path:
     """Where the cache keeps whether compiled steps load with this torch on this machine (a dot
-    file: no entry)."""
-    return steps_dir() / f".loads-{_environment(device)}.json"
+    file: no entry); `kept`: to read one, without making the cache directory (`current_dir`)."""
+    return (current_dir() if kept else steps_dir()) / f".loads-{_environment(device)}.json"
 
 
 def _environment(device: torch.device) -> str:
