@@ -7,7 +7,8 @@ import torch
 
 import aiayn.decoding.steps as steps_module
 from aiayn.decoding import beam_search, greedy_search, length_penalty, max_output_lengths
-from aiayn.decoding.beam import NEG_INF, beam_step, candidates, choose, top_k
+from aiayn.decoding.beam import NEG_INF, beam_step, candidates, choose
+from aiayn.decoding.topk import top_k
 from tests.conftest import random_ids, tiny_model
 
 PAD, UNK, BOS, EOS, A, B = 0, 1, 2, 3, 4, 5

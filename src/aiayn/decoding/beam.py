@@ -15,16 +15,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
+from aiayn.decoding.constrained import Constraints
 from aiayn.decoding.steps import Hypothesis, Step, max_output_lengths, output_tokens
+from aiayn.decoding.topk import top_k
 from aiayn.model import Transformer
-
-if TYPE_CHECKING:
-    from aiayn.decoding.constrained import Constraints
 
 NEG_INF = float("-inf")
 
@@ -87,36 +85,6 @@ def beam_step(totals: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     v = totals.size(2)
     top_scores, flat = top_k(totals, 2 * totals.size(1))  # (B, 2K)
     return top_scores, flat // v, flat % v
-
-
-def top_k(x: Tensor, k: int, chunk: int = 100) -> tuple[Tensor, Tensor]:
-    """The k largest values among the R rows of each sentence, x (B, R, N), and their positions in
-    x[b].flatten() (r * N + n), best first, as x.flatten(1).topk(k, 1) gives them (equal values may
-    come in another order), in two cheap stages for long rows.
-
-    The k largest values lie in the k chunks (`chunk` values of one row) with the largest maxima, plus
-    the rows' tails that fill no whole chunk: each of those k chunks holds a value >= the k-th
-    largest chunk maximum, and no other chunk does better. So topk runs over k chunks, not all the
-    rows (for beam 4 and 8,000 tokens: 800 values instead of 32,000). Chunks lie within a row, so
-    that each value's token is its place in the row (a compiled step computes the maxima in the pass
-    that adds the scores, reading `candidates`' eos row in order, not gathered value by value).
-    """
-    (b, r, n), device = x.shape, x.device
-    whole = n - n % chunk
-    if r * whole < 4 * k * chunk:  # too short to gain
-        return x.flatten(1).topk(k, dim=1)
-    per_row = whole // chunk
-    chunks = x[:, :, :whole].unflatten(2, (per_row, chunk))  # (B, R, N/chunk, chunk)
-    best = chunks.amax(dim=3).flatten(1).topk(k, dim=1).indices  # (B, k) chunks, numbered row by row
-    rows, columns = best // per_row, best % per_row  # (B, k) each
-    starts = rows * n + columns * chunk  # (B, k): position of each chunk's first value
-    tails = (torch.arange(r, device=device)[:, None] * n + torch.arange(whole, n, device=device)).flatten()
-    candidates = torch.cat([chunks[torch.arange(b, device=device)[:, None], rows, columns].flatten(1),
-                            x[:, :, whole:].flatten(1)], dim=1)  # (B, k*chunk + R*(N-whole))
-    positions = torch.cat([(starts[:, :, None] + torch.arange(chunk, device=device)).flatten(1),
-                           tails.expand(b, -1)], dim=1)
-    values, where = candidates.topk(k, dim=1)  # (B, k)
-    return values, positions.gather(1, where)
 
 
 @dataclass

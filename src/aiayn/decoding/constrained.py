@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from aiayn.decoding.beam import top_k
+from aiayn.decoding.topk import top_k
 
 NEG_INF = float("-inf")
 MISSED = 1e4  # subtracted from the score of a hypothesis that ended without meeting every constraint

@@ -65,8 +65,7 @@ def steps_dir() -> Path:
         return _private.get(wanted, wanted)
     with _private_lock:
         if wanted not in _private:
-            private = Path(tempfile.mkdtemp(prefix="aiayn-steps-"))
-            atexit.register(_remove_private, private)
+            private = Path(tempfile.mkdtemp(prefix="aiayn-steps-"))  # removed at exit
             notice(f"aiayn: not using the compiled-step cache {wanted}: {problem}, and whoever can write "
                     f"it runs code in this process; compiling into {private} for this process instead "
                     f"(to use the cache, make it yours alone: chmod 700 {wanted})")
@@ -74,12 +73,15 @@ def steps_dir() -> Path:
     return _private[wanted]
 
 
-def _remove_private(private: Path) -> None:
-    """At exit: the processes compiling alongside end first (they would make it again)."""
-    from aiayn.decoding.cache.alongside import alongside  # it imports this module
+def _remove_private() -> None:
+    """At exit, this process's private caches go. Registered as this module loads, before
+    `alongside` (which imports it) registers its stop: exit handlers run last first, so the
+    processes compiling alongside end before (they would make the directory again)."""
+    for private in _private.values():
+        shutil.rmtree(private, ignore_errors=True)
 
-    alongside.stop()
-    shutil.rmtree(private, ignore_errors=True)
+
+atexit.register(_remove_private)
 
 
 def current_dir() -> Path:
