@@ -174,6 +174,11 @@ class DataConfig:
         4096, "tokens per batch, padding included, on each side (the paper: about 25,000)", bounds=">= 1"
     )
 
+    @property
+    def told_in_decoder(self) -> bool:
+        """A multilingual model whose decoder starts from the target language's piece, not <s>."""
+        return bool(self.pairs) and self.language_token == "target"
+
     def __post_init__(self) -> None:
         _check_fields(self)
         if not self.train:

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         check_out(args.out, "Marian model", marian.is_marian_dir, args.force)  # before loading
         loaded = load_model(args.source)
-        if loaded.data.pairs and loaded.data.language_token == "target":
+        if loaded.data.told_in_decoder:
             raise ConversionError(f"{args.source} is told its target language as the decoder's first token "
                                   "(--language-token target); Marian's multi-target models read it from the "
                                   "source: train with --language-token source to convert")

@@ -386,8 +386,7 @@ class _Run:
     def bos_id(self) -> int | None:
         """What starts the decoder: <s>, or None where each target's first token is its language
         (`collate`, data/multilingual.py)."""
-        told_in_target = self.data.pairs and self.data.language_token == "target"
-        return None if told_in_target else self.tokenizer.bos_id
+        return None if self.data.told_in_decoder else self.tokenizer.bos_id
 
     def seconds(self) -> float:
         """Time trained, over every session of the run."""

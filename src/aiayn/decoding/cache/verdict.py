@@ -54,8 +54,7 @@ def loads(path: Path, device: torch.device, notice: Callable[[str], None] | None
         problem, lasting = _check_loads(path, device)
         _verdicts[_environment(device)] = problem
         if lasting:
-            with contextlib.suppress(OSError):
-                steps_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
+            with contextlib.suppress(OSError):  # verdict_path makes the directory (steps_dir)
                 files.write_atomically(verdict_path(device), json.dumps(
                     {"torch": torch.__version__, "machine": machine(device), "problem": problem,
                      "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1).encode())
