@@ -26,6 +26,11 @@ With --model RUN (a trained model), it times the real file instead, end to end, 
 out, each system in processes of its own (benchmarks/real_file.py): the headline figure.
 
     python benchmarks/decode_speed.py --model runs/quickstart --record
+
+With --single too, one sentence at a time instead (benchmarks/single_sentence.py): the latency of
+`translator.translate([sentence])` in an application, beside CTranslate2's `translate_batch`.
+
+    python benchmarks/decode_speed.py --model runs/quickstart --single --record
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import real_file
+import single_sentence
 import torch
 from common import (
     CPU,
@@ -194,9 +200,14 @@ def main() -> None:
     parser.add_argument("--model", metavar="RUN",
                         help="a trained model: translate the real test file end to end with `aiayn "
                              "translate` instead, each system in processes of its own (real_file.py)")
+    parser.add_argument("--single", action="store_true",
+                        help="with --model: one sentence at a time, beam 4, each system in a process of "
+                             "its own (single_sentence.py): its latency")
     args = parser.parse_args()
+    if args.single and not args.model:
+        parser.error("--single times a trained model: give it with --model RUN")
     if args.model:
-        return real_file_main(args)
+        return single_sentence_main(args) if args.single else real_file_main(args)
 
     corpus, tokenizer = training_data(args.smoke)
     if args.smoke:
@@ -288,6 +299,29 @@ def real_file_main(args) -> None:
                f"{threads}`, each run a process of its own; translation = its time minus the median "
                "start-up (the same command on an empty file); median of the rounds. First run: the "
                "compiled step's first process, from an empty cache (it compiles).",
+               path=detail("decode_speed"))
+
+
+def single_sentence_main(args) -> None:
+    """One sentence at a time (`single_sentence.py`): the first 110 sentences of test_2016_flickr (the
+    first `WARM_UP` untimed); smoke: 20 synthetic sentences, two systems."""
+    threads = torch.get_num_threads()
+    data_dir()
+    if args.smoke:
+        source = load_corpus("synthetic:reverse:val", "", "").source[:single_sentence.WARM_UP + 10]
+        rows = single_sentence.run(args.model, source, threads, 1, ["aiayn float32", "ctranslate2 float32"],
+                                   ("MKL (its default)",))
+    else:
+        source = load_corpus("multi30k:test_2016_flickr", "en", "de").source[:single_sentence.WARM_UP + 100]
+        rows = single_sentence.run(args.model, source, threads, args.rounds, list(single_sentence.SYSTEMS))
+    if args.record and not args.smoke:
+        record(f"One sentence at a time: 100 sentences of test_2016_flickr, {args.model}", "\n".join(rows),
+               f"`translator.translate([sentence], beam_size={single_sentence.BEAM}, length_penalty="
+               f"{single_sentence.LENGTH_PENALTY}, penalty_form='plain')` in a process of its own per system "
+               f"and round, {threads} threads, after {single_sentence.WARM_UP} sentences untimed; "
+               "CTranslate2: `translate_batch([pieces], beam_size=4)` with the export's SentencePiece "
+               "model, at its fastest setting. p50 and p90 over every round's sentences. First run: a "
+               "compiled system's first process, from an empty cache (it compiles what it needs).",
                path=detail("decode_speed"))
 
 

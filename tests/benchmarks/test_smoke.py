@@ -43,6 +43,18 @@ def test_real_file_benchmark_smoke_mode_runs(trained_run):
     assert rows[0][6] == "1.00x" and rows[1][6].endswith("x")  # aiayn relative to each
 
 
+def test_single_sentence_benchmark_smoke_mode_runs(trained_run):
+    """`decode_speed.py --model RUN --single`: one sentence a call, aiayn's Python API and CTranslate2's
+    translate_batch, each in processes of their own; a p50 for each and aiayn's speed relative to it."""
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "decode_speed.py"), "--model", str(trained_run),
+                           "--single", "--smoke"], capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| ")]
+    assert [row[0] for row in rows] == ["| aiayn float32", "| ctranslate2 float32"]
+    assert all(float(row[2]) > 0 for row in rows)  # p50, milliseconds
+    assert rows[0][5].strip(" |").endswith("x") and rows[1][5].strip(" |") == ""  # aiayn relative to it
+
+
 def test_zero_shot_benchmark_runs_both_ways_on_a_small_multilingual_model(data_dir, tmp_path):
     """`zero_shot.py MODEL`: each untrained direction zero-shot and through the pivot, scored."""
     from aiayn.cli import main

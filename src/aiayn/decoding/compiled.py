@@ -162,6 +162,8 @@ class TracedCache(DecoderCache):
     """
 
     ancestors: Tensor | None = None
+    mask: Tensor | None = None  # the source's padding mask (B/R, 1, 1, S), made once per source tensor
+    mask_of: Tensor | None = None  # ... the source it was made for (`_run`)
 
     def trace_ancestors(self) -> None:
         """From now on, keep the table instead of moving keys and values: each row's own positions."""
@@ -216,8 +218,10 @@ def _run(step: packages.Packages, eager: Callable, model: Transformer, last_toke
     if position >= capacity:
         raise ValueError(f"the cache holds {capacity} positions; the compiled step cannot grow it")
     table = model.positions(position + 1, 0, layers[0].k.dtype, layers[0].k.device)  # (L, D)
+    if cache.mask_of is not src:  # the same source every step, until sentences leave the batch
+        cache.mask, cache.mask_of = padding_mask(src, model.config.pad_id), src
     out = step(last_tokens.contiguous(), table, [kv.k for kv in layers], [kv.v for kv in layers],
-               cache.ancestors, cache.cross_attn, padding_mask(src, model.config.pad_id), *args)
+               cache.ancestors, cache.cross_attn, cache.mask, *args)
     for kv in layers:
         kv.length += 1
     return out
