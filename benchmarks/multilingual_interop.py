@@ -82,12 +82,13 @@ def main(argv: list[str] | None = None) -> int:
             by_ct2 = [x.text for x in ct2.translate(texts[direction], source=s, target=t)]
             same_ct2 = sum(a == b for a, b in zip(mine, by_ct2, strict=True))
             same_argos = sum(a == b for a, b in zip(mine, theirs[direction], strict=True))
-            rows.append(f"| {s}->{t} | {len(mine)} | {same_ct2} of {len(mine)} | {same_argos} of {len(mine)} |")
+            n = len(mine)
+            rows.append(f"| {s}->{t} | {n} | {same_ct2} of {n} | {same_argos} of {n} |")
             print(rows[-1], flush=True)
     if args.record:
         record(f"CTranslate2 and Argos Translate outputs against aiayn's: {args.model}", "\n".join(rows),
-               f"Beam {argos.BEAM_SIZE}, length penalty {argos.LENGTH_PENALTY} (plain form), float32, the first "
-               f"{args.sentences} sentences of {args.test}.", path=DETAIL)
+               f"Beam {argos.BEAM_SIZE}, length penalty {argos.LENGTH_PENALTY} (plain form), float32, the "
+               f"first {args.sentences} sentences of {args.test}.", path=DETAIL)
     return 0
 
 

@@ -340,13 +340,14 @@ class Translator:
 
     @property
     def compiled_steps(self) -> int:
-        """How many compiled decoder steps (one per row count and kind of search) this translator holds."""
+        """How many compiled decoder steps (one per kind of search and small row count, one for any
+        count from 8 rows) this translator holds."""
         from aiayn.decoding.compiled import graphs
 
         return len(graphs(self.model)) if self.model is not None else 0
 
     def warm_up(self) -> None:
-        """Translate once, and with a compiled decoder step, a batch starting at each row count that
+        """Translate once, and with a compiled decoder step, a batch starting at each compiled step that
         batches of up to the batch size reach (`compiled.row_buckets`), of growing lengths so that its
         search shrinks through the smaller ones: each step is loaded, or compiled, now. The largest
         first: the steps its search shrinks through are compiled alongside (`cache.alongside`)."""

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.usefixtures("compiled_cache")
 
 
 # Inputs whose steps several tests share (each graph compiled once for the file; the fuzzed searches'
-# graphs include them): greedy decoding of 6 sentences at 8 rows, then 4; one sentence's beam 4.
+# graphs include them): greedy decoding of 6 sentences at 8 rows (the step for any count from 8 rows,
+# `rows` 0), then 4; one sentence's beam 4.
 GREEDY = random_ids(6, 7), torch.tensor([3] * 2 + [7] * 4)
 ONE_SENTENCE = random_ids(1, 8, seed=7), torch.tensor([9]), 4, 4
 
@@ -46,18 +47,20 @@ def assert_same_beam(model, src, limits, *search):
 
 
 def test_compiled_greedy_equals_eager_greedy_with_one_graph_per_row_bucket():
-    """6 sentences run as 8 rows (two finished copies), then as 4 once no more than 4 are left: two
-    graphs, each for every step but the first (eager: a batch's). A batch of another size, source
-    length, output length and padding reuses them; 5 sentences run as 8 rows."""
+    """6 sentences run as 8 rows (two finished copies) on the step for any count from 8 rows, then as
+    4 once no more than 4 are left: two graphs, each for every step but the first (eager: a batch's).
+    Batches of other sizes (8, 12 and 5 sentences, run as 8), source lengths, output lengths and
+    padding reuse them."""
     model = one_layer_model()
     assert_same_greedy(model, *GREEDY)
-    assert rows_compiled(model) == [4, 8] and rows_compiled(model, first=True) == []
+    assert rows_compiled(model) == [0, 4] and rows_compiled(model, first=True) == []
 
     src = random_ids(8, 11, seed=1)
     src[1, 6:] = model.config.pad_id  # a padded source
     assert_same_greedy(model, src, torch.tensor([12, 4] * 4))
+    assert_same_greedy(model, random_ids(12, 5, seed=6), torch.tensor([6] * 12))
     assert_same_greedy(model, src[:5], torch.tensor([5] * 5))
-    assert rows_compiled(model) == [4, 8] and rows_compiled(model, first=True) == []
+    assert rows_compiled(model) == [0, 4] and rows_compiled(model, first=True) == []
 
 
 def test_sampling_with_a_seed_draws_the_same_tokens_compiled_as_eagerly():
@@ -73,7 +76,7 @@ def test_sampling_with_a_seed_draws_the_same_tokens_compiled_as_eagerly():
 
     assert sampled(CompiledStep(model)) == sampled()
     assert sampled(CompiledStep(model), top_k=3) == sampled(top_k=3)
-    assert rows_compiled(model) == [4, 8]
+    assert rows_compiled(model) == [0, 4]
 
 
 def address(t: torch.Tensor) -> int:
@@ -92,9 +95,9 @@ def share_weights(first: library.Runner, second: library.Runner) -> bool:
 def test_the_steps_of_a_model_keep_one_copy_of_its_weights(tmp_path, monkeypatch):
     """A step's library holds the model's weights, which loading copies into memory. A model's next
     step uses the first one's weights instead where its entry's digests (name, layout, values) say
-    they are the same, and frees its own copy; otherwise it keeps its own. The greedy test's graphs:
-    8 rows, then 4."""
-    model, (src, limits) = one_layer_model(), GREEDY
+    they are the same, and frees its own copy; otherwise it keeps its own. Greedy decoding of 3
+    sentences at 4 rows, then 2: both small steps, their weights unpacked (`compiling.PACKED_FROM`)."""
+    model, (src, limits) = one_layer_model(), (GREEDY[0][:3], GREEDY[1][:3])
     assert_same_greedy(model, src, limits)
     ((_, step),) = compiled._steps[model].values()
     first, second = step.runners()
@@ -102,14 +105,10 @@ def test_the_steps_of_a_model_keep_one_copy_of_its_weights(tmp_path, monkeypatch
     entries = {recorded["fields"]["rows"]: (path, recorded["constants"])
                for path, recorded, _ in store.entries()
                if all(recorded["fields"][key] == value for key, value in wanted.items())}
-    (_, eight), (entry, four) = entries[8], entries[4]
-    plain = [name for name, t in first.constants().items() if not t.is_mkldnn]  # biases, norms
-    assert plain and all(eight[name] == four[name] for name in plain)
-    # oneDNN lays its packed weights out alike for both row counts on the CPU measured (AMD EPYC,
-    # AVX-512); where it would not, the steps keep a copy each.
-    assert share_weights(first, second) == (eight == four)
+    (_, four), (entry, two) = entries[4], entries[2]
+    assert four == two and share_weights(first, second)  # one layout: one copy
 
-    # In another process, the 8-row step's entry says one of its weights differs: it keeps its own.
+    # In another process, the 4-row step's entry says one of its weights differs: it keeps its own.
     shutil.copytree(store.cache_dir(), tmp_path / "steps", ignore=shutil.ignore_patterns(".*"))
     monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path))
     entry = tmp_path / "steps" / entry.name
@@ -155,37 +154,39 @@ def test_a_models_greedy_and_beam_search_steps_keep_one_copy_of_its_weights():
 
 
 def test_compiled_beam_search_equals_eager_beam_search():
-    """Beam 2 with its 2-best lists: 3 sentences run as 4 (8 rows), then as 2 (4 rows) once at most
-    2 are left; a second batch of 4 sentences reuses both graphs. The graphs find the beams'
-    candidates themselves (`beam.candidates`), eos forced where a sentence reaches its length limit
-    (2 and 3 tokens) in a compiled step. (The beam-size test's graphs.)"""
+    """Beam 2 with its 2-best lists: 3 sentences run as 4 (8 rows: the step for any count), then as 2
+    (4 rows) once at most 2 are left; a second batch of 4 sentences reuses both graphs. The graphs
+    find the beams' candidates themselves (`beam.candidates`), eos forced where a sentence reaches its
+    length limit (2 and 3 tokens) in a compiled step. (The beam-size test's graphs.)"""
     model = one_layer_model()
     assert_same_beam(model, random_ids(3, 6, seed=3), torch.tensor([2, 9, 9]), 2, 2)
-    assert rows_compiled(model) == [4, 8]  # beams of 4 sentences, then of 2
+    assert rows_compiled(model) == [0, 4]  # beams of 4 sentences, then of 2
 
     src = random_ids(4, 9, seed=4)
     src[2, 5:] = model.config.pad_id
     assert_same_beam(model, src, torch.tensor([8, 3] * 2), 2, 2)
-    assert rows_compiled(model) == [4, 8]
+    assert rows_compiled(model) == [0, 4]
     assert {kind.output for kind in graphs(model)} == {"aiayn.decoding.beam.candidates"}  # in the graph
 
 
 def test_beam_searches_of_the_same_rows_and_another_beam_size_get_steps_of_their_own():
-    """8 rows are 4 sentences of beam 2, or 2 of beam 4: the beam search's inputs to the step differ
-    in shape, so each beam size has a graph of its own (a server answers requests of any beam size)."""
+    """8 rows are 4 sentences of beam 2, or 2 of beam 4 (the step for any count of 8 or more): the
+    beam search's inputs to the step differ in shape, so each beam size has a graph of its own (a
+    server answers requests of any beam size)."""
     model = one_layer_model()
     src, limits = random_ids(4, 6, seed=8), torch.tensor([5, 3, 6, 4])
     for beam, n in ((2, 4), (4, 2), (2, 4)):
         assert_same_beam(model, src[:n], limits[:n], beam, beam)
     steps = {(kind.rows, kind.beams) for kind in graphs(model) if not kind.first}
-    assert {(8, 2), (8, 4)} <= steps
+    assert {(0, 2), (0, 4)} <= steps
     assert {(2, 2), (4, 4)} <= steps  # the last sentence searching, alone: its own beams' rows
 
 
 @st.composite
 def searches(draw: st.DrawFn) -> dict:
-    """A search whose compiled steps other tests of this model compile anyway (greedy at 8 and 4 rows,
-    beam 2 at 8, 4 and 2, beam 4 at 8 and 4, a search's first step at 2), with anything else drawn:
+    """A search whose compiled steps other tests of this model compile anyway (greedy at any count from
+    8 rows, 4 and 2, beam 2 at any, 4 and 2, beam 4 at any and 4, a search's first step at 2), with
+    anything else drawn:
     sources of any length and padding (one-token ones run eagerly), output limits from 0, nbest,
     length penalties."""
     beam = draw(st.sampled_from([1, 2, 4]))
@@ -229,32 +230,42 @@ def test_compiled_beam_search_equals_eager_beam_search_with_relative_positions()
 
 
 def test_sentences_leave_at_power_of_two_counts_of_2_rows_or_more_when_compiled():
-    """Greedy decoding keeps 2 sentences at least; a beam search's last sentence steps on alone."""
+    """Below 8 rows, the steps run at powers of two: greedy decoding keeps 2 sentences at least; a beam
+    search's last sentence steps on alone. From 8 rows one step takes any count: the finished leave
+    once they are 1/8 of the batch, as from the model's own step."""
     compiled, eager = CompiledStep(tiny_model()), Step(tiny_model())
     done = torch.tensor([True, False, True, False, False, True, True, True] * 2)
     assert compiled.rows_to_keep(done).tolist() == [1, 3, 4, 9, 11, 12, 0, 2]  # unfinished first
-    assert compiled.rows_to_keep(~done) is None  # 10 unfinished still need 16 rows: all stay
+    assert compiled.rows_to_keep(~done).tolist() == [0, 2, 5, 6, 7, 8, 10, 13, 14, 15]  # 10 of 16
+    one = torch.zeros(16, dtype=torch.bool)
+    one[3] = True
+    assert compiled.rows_to_keep(one) is None  # 1 of 16 finished: it stays
     assert compiled.rows_to_keep(done[:8]).tolist() == [1, 3, 4, 0]  # 3 unfinished: 4 rows
     assert compiled.rows_to_keep(torch.tensor([True, True, False])).tolist() == [2, 0]
     assert compiled.rows_to_keep(torch.tensor([True, False])) is None  # never fewer than 2 rows
     assert compiled.rows_to_keep(torch.tensor([True, False]), 4).tolist() == [1]  # 4 beams: 4 rows
     assert compiled.rows_to_keep(torch.tensor([True, False, False]), 2).tolist() == [1, 2]
     assert eager.rows_to_keep(done).tolist() == [1, 3, 4, 9, 11, 12]
-    assert [row_bucket(n) for n in (1, 2, 3, 5, 8, 9, 32, 33)] == [2, 2, 4, 8, 8, 16, 32, 64]
-    assert [row_bucket(n, 4) for n in (1, 2, 3)] == [1, 2, 4] and row_bucket(1, 2) == 1
+    assert [row_bucket(n) for n in (1, 2, 3, 5, 7, 8, 9, 33, 129)] == [2, 2, 4, 8, 8, 8, 9, 33, 129]
+    assert [row_bucket(n, 4) for n in (1, 2, 3, 33)] == [1, 2, 3, 33] and row_bucket(1, 2) == 1
+    assert [row_bucket(n, 2) for n in (1, 2, 3, 4)] == [1, 2, 4, 4]  # 4 sentences of 2 rows: any count
+    assert compiled_kinds_rows(8) == 0 and compiled_kinds_rows(4) == 4 and compiled_kinds_rows(2) == 2
 
 
-def test_large_batches_shrink_in_eighths_of_a_power_of_two():
-    """Above 64 sentences, a batch runs at multiples of 16 (to 128), of 32 (to 256), ...: a batch of
-    128 whose sentences finish one by one computes fewer finished rows than at 128 until 64 are left."""
-    assert [row_bucket(n) for n in (64, 65, 80, 81, 104, 112, 113, 128, 129, 200, 257)] == \
-        [64, 80, 80, 96, 112, 112, 128, 128, 160, 224, 320]
+def compiled_kinds_rows(rows: int) -> int:
+    """`Kind.rows` of a later step of `rows` rows: 0 for the step that takes any count."""
+    return 0 if compiled._any_rows(rows, first=False) else rows
+
+
+def test_large_batches_leave_once_an_eighth_of_their_sentences_have_finished():
+    """A batch of 128 whose sentences finish one by one: the unfinished go on alone (first, in order)
+    once 16 have finished, on the step for any count."""
     done = torch.zeros(128, dtype=torch.bool)
-    done[::5] = True  # 26 finished, 102 unfinished: 112 rows stay, unfinished first
+    done[::9] = True  # 15 finished: all stay
+    assert CompiledStep(tiny_model()).rows_to_keep(done) is None
+    done[::5] = True  # 38 finished, 90 unfinished: they alone go on
     keep = CompiledStep(tiny_model()).rows_to_keep(done)
-    assert len(keep) == 112 and not done[keep[:102]].any() and done[keep[102:]].all()
-    done[::9] = True  # 37 finished, 91 unfinished: 96 rows
-    assert len(CompiledStep(tiny_model()).rows_to_keep(done)) == 96
+    assert len(keep) == 90 and not done[keep].any() and keep.tolist() == sorted(keep.tolist())
 
 
 def test_traced_ancestors_name_the_histories_that_reordering_would_move():

@@ -49,9 +49,8 @@ def test_a_compiled_model_is_served_by_one_search_on_every_thread(trained_run, c
 
 
 def test_the_warm_up_starts_a_batch_at_every_row_count_a_compiled_step_runs_at():
-    """Above 64 sentences, compiled steps come in eighths of a power of two (80, 96, 112, 128): a
-    batch of each size is searched, not only the powers of two, up to the largest batch, which goes
-    first (the steps its search shrinks through are compiled alongside it)."""
+    """Compiled steps run at 2 and 4 rows, and one step at any count from 8: a batch of each is
+    searched, the largest first (the steps its search shrinks through are compiled alongside it)."""
     from types import SimpleNamespace
 
     from aiayn.translation import Translator
@@ -60,5 +59,5 @@ def test_the_warm_up_starts_a_batch_at_every_row_count_a_compiled_step_runs_at()
     fake = SimpleNamespace(defaults=SimpleNamespace(compile=True, batch_size=100),
                            translate=lambda texts: sizes.append(len(texts)))
     Translator.warm_up(fake)  # what the server's warm-up runs for each model
-    assert sizes == [1, 100, 96, 80, 64, 32, 16, 8, 4, 2]  # 100 sentences run as 112
-    assert row_buckets(100)[-1] == 112 and row_buckets(128) == [2, 4, 8, 16, 32, 64, 80, 96, 112, 128]
+    assert sizes == [1, 8, 4, 2]
+    assert row_buckets(100) == row_buckets(128) == [2, 4, 8] and row_buckets(3) == [2, 4]

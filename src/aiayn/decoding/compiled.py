@@ -4,17 +4,20 @@
 In eager PyTorch, a small model's decoder step is mostly spent dispatching about a hundred small
 operations one after another. TorchInductor compiles the whole step (embedding, every decoder
 layer, the output layer and the normalisation) into a few fused kernels, with the weights folded
-in as constants ("freezing") and, for a fixed row count, packed once for MKL's matmul
+in as constants ("freezing") and, from 8 rows, packed once for oneDNN's matmul
 (benchmarks/detail/decode_speed.md has the measurements). It is compiled ahead of time (torch.export and
 AOTInductor) and kept on disk, so a model is compiled once per machine (`packages`).
 
-A compiled graph is for fixed shapes. Here:
-- the rows are fixed per graph (MKL packs a weight for one row count; with a dynamic row count
-  the step was no faster than eager): a step is compiled once per power-of-two count of
-  sentences, and in eighths of a power of two from `FINE_FROM` up (`row_bucket`), of `FEWEST_ROWS`
-  rows at least (one sentence of a beam search, two of greedy decoding); the searches top their
-  batches up to one such count, and finished sentences leave once the others fit a smaller one;
-  the last sentences of a batch, searching on alone, run at small counts;
+A compiled graph is for fixed shapes, but for the dimensions it is told are dynamic. Here:
+- from `compiling.PACKED_FROM` rows (8: two sentences of beam 4, eight of greedy decoding) one step
+  takes every row count, the sentences a dynamic dimension and the rows R times them (`Kind.rows`
+  0): a model's beam search compiles once for batches of any size, its step as fast as one
+  compiled for each count, within the machine's noise (benchmarks/detail/decode_speed.md).
+  Below, the rows are fixed per graph, at powers of two (`row_bucket`), of `FEWEST_ROWS` rows at
+  least (one sentence of a beam search, two of greedy decoding), with the weights left unpacked
+  (a lone sentence's step is faster so); the searches top their batches up to such a count, and a
+  batch's last sentences, searching on alone, run at these counts. Finished sentences leave once
+  they are an eighth of the batch (as from the model's own step), or fit a smaller count;
 - the number of positions decoded, the cache capacity and the source length are dynamic
   dimensions: one graph serves every step and every batch of its row count. The step reads
   the positions decoded so far from the length of the position table it is given, writes its
@@ -59,6 +62,7 @@ from torch.export import Dim
 from aiayn.decoding import packages
 from aiayn.decoding.cache import compiling, store
 from aiayn.decoding.steps import (
+    LEAVE_AT,
     Score,
     Step,
     log_probs,
@@ -69,7 +73,6 @@ from aiayn.decoding.steps import (
 from aiayn.model import DecoderCache, Transformer
 from aiayn.model.masks import padding_mask
 
-FINE_FROM = 64  # sentences from which compiled steps come in eighths of a power of two (`row_bucket`)
 FIRST_STEP_ROWS = 2  # rows up to which a search's first step is compiled too (see the module's text)
 FEWEST_ROWS = 2  # a compiled step runs at, at least: the rows of the cache's buffers are a dynamic
 # dimension of the step, which export cannot take one long. A beam search's last sentence steps on
@@ -127,28 +130,37 @@ class CompiledStep(Step):
             cache.trace_ancestors()
 
     def rows_to_keep(self, done: Tensor, rows_per_sentence: int = 1) -> Tensor | None:
-        """Finished sentences leave once the unfinished ones fit a smaller `row_bucket`, which finished
-        ones top up (the unfinished first, in order)."""
-        sentences = row_bucket(int((~done).sum()), rows_per_sentence)
-        return None if sentences >= len(done) else done.int().argsort(stable=True)[:sentences]
+        """Finished sentences leave once they are 1/LEAVE_AT of the batch (as from the model's own
+        step), or once the unfinished ones fit a smaller `row_bucket`, which finished ones top up (the
+        unfinished first, in order)."""
+        left = int((~done).sum())
+        sentences = row_bucket(left, rows_per_sentence)
+        if sentences >= len(done) or (sentences == left and (len(done) - left) * LEAVE_AT < len(done)):
+            return None
+        return done.int().argsort(stable=True)[:sentences]
 
 
 def row_bucket(sentences: int, rows_per_sentence: int = 1) -> int:
     """How many sentences a compiled step runs at for this many (times the rows of each sentence: the
-    step's row count): the next power of two, enough for `FEWEST_ROWS` rows; beyond `FINE_FROM`, the
-    next multiple of an eighth of that power (80, 96, 112, 128, 160, ...), so that a large batch whose
-    sentences finish one by one computes fewer finished rows."""
+    step's row count): as many, from `compiling.PACKED_FROM` rows on (one step takes every count
+    there, `any_rows`); below, the next power of two, enough for `FEWEST_ROWS` rows (a step of its own
+    each, on unpacked weights: a lone sentence's)."""
+    least = any_rows(rows_per_sentence)
+    if sentences >= least:
+        return sentences
     fewest = -(-FEWEST_ROWS // rows_per_sentence)
-    power = max(fewest, 1 << max(sentences - 1, 0).bit_length())
-    if power <= FINE_FROM:
-        return power
-    return -(-sentences // (power // 8)) * (power // 8)
+    return min(least, max(fewest, 1 << max(sentences - 1, 0).bit_length()))
+
+
+def any_rows(rows_per_sentence: int = 1) -> int:
+    """The sentences from which one compiled step takes any count: `compiling.PACKED_FROM` rows."""
+    return -(-compiling.PACKED_FROM // rows_per_sentence)
 
 
 def row_buckets(most: int) -> list[int]:
-    """Every count of sentences a compiled step starts a batch at, for batches of up to `most`
-    sentences (a beam search's batch may then shrink to one sentence)."""
-    return sorted({row_bucket(n) for n in range(1, most + 1)})
+    """A count of sentences for each compiled step a batch of up to `most` sentences starts at (a beam
+    search's batch may then shrink to one sentence): the small counts, and one from `any_rows` on."""
+    return sorted({min(row_bucket(n), any_rows()) for n in range(1, most + 1)})
 
 
 @dataclass
@@ -309,7 +321,7 @@ def _compiled(model: Transformer, output: Output, versions: tuple[int, ...]) -> 
         # the weights loaded, so that they keep one copy of them between them (`Packages._share`).
         weights = next((step.weights for v, step in steps.values() if v == versions), None)
         known = steps[output] = (versions, packages.Packages(_Step(model, output), _kind, _dynamic_shapes,
-                                                             weights=weights, ahead=_ahead))
+                                                             weights=weights, ahead=_ahead, example=_example))
     return known[1]
 
 
@@ -347,8 +359,26 @@ def _kind(step: _Step, inputs: tuple) -> store.Kind:
     last_tokens, table, _, _, ancestors, _, _, *args = inputs
     scores = args[0] if args else None
     beams = scores.size(1) if isinstance(scores, Tensor) and scores.dim() == 2 else 0
-    return store.Kind(last_tokens.size(0), step.output_name, ancestors is not None, table.size(0) == 1,
-                         beams)
+    rows, first = last_tokens.size(0), table.size(0) == 1
+    return store.Kind(0 if _any_rows(rows, first) else rows, step.output_name, ancestors is not None, first,
+                      beams)
+
+
+def _any_rows(rows: int, first: bool) -> bool:
+    """Whether a step of `rows` rows runs on the step for every row count (`Kind.rows` 0): not a
+    search's first (its rows are few, and fixed per package)."""
+    return not first and rows >= compiling.PACKED_FROM
+
+
+def _example(step: _Step, kind: store.Kind, inputs: tuple) -> tuple:
+    """The inputs to export `kind` from: a step for every row count, from inputs of a count no other
+    size has (`_with_rows`: export might take two equal sizes for one); another, the call's own."""
+    if kind.rows:
+        return inputs
+    sentences, rows = inputs[5][0][0].size(0), inputs[0].size(0)
+    r = rows // sentences
+    n = next(n for n in itertools.count(any_rows(r) + 1) if n not in (r, step.model.config.vocab_size))
+    return _with_rows(inputs, n, r, kind.traced)
 
 
 def _ahead(step: _Step, kind: store.Kind, inputs: tuple) -> list[tuple[store.Kind, Callable]]:
@@ -365,9 +395,14 @@ def _ahead(step: _Step, kind: store.Kind, inputs: tuple) -> list[tuple[store.Kin
         later, r = replace(kind, first=False, traced=kind.beams > 0), max(kind.beams, 1)
         counts = {row_bucket(n, r) for n in range(1, sentences + 1)}
     else:
-        later, r = kind, kind.rows // sentences
+        later, r = kind, inputs[0].size(0) // sentences
         counts = {row_bucket(n, r) for n in range(1, sentences)} - {sentences}
-    return [(replace(later, rows=n * r), functools.partial(_with_rows, inputs, n, r, later.traced))
+    least = any_rows(r)  # one step for all the counts from it on, exported from inputs of another count
+    counts = {min(n, least) for n in counts} - ({least} if not kind.first and not kind.rows else set())
+    example = {n: next(m for m in itertools.count(least + 1) if m not in (r, step.model.config.vocab_size))
+               if n == least else n for n in counts}
+    return [(replace(later, rows=0 if n == least else n * r),
+             functools.partial(_with_rows, inputs, example[n], r, later.traced))
             for n in sorted(counts, reverse=True)]
 
 
@@ -411,7 +446,22 @@ def _dynamic_shapes(inputs: tuple) -> tuple:
     positions = capacity = source = buffers = Dim.DYNAMIC(min=2, max=compiling.LARGEST)
     n = Dim.STATIC if table.size(0) == 1 else positions
     cache = {0: buffers, 1: capacity}  # the buffers' rows: the step's, or more (`TracedCache.select`)
-    shapes = (None, {0: n}, [cache] * len(keys), [cache] * len(values),
-              None if ancestors is None else {1: capacity}, [({2: source}, {2: source})] * len(cross_attn),
-              {3: source})
-    return (*shapes, (None,) * len(args)) if args else shapes  # *args: one element, a tuple
+    rows = sentences = None  # static, but on the step for every row count (`_any_rows`): then named,
+    # the rows R x the sentences (R: a beam search's K beams, or greedy decoding's one row)
+    b, s = last_tokens.size(0), cross_attn[0][0].size(0)
+    if _any_rows(b, table.size(0) == 1):
+        r = b // s
+        sentences = Dim("sentences", min=any_rows(r), max=compiling.LARGEST // r)
+        rows = sentences * r if r > 1 else sentences
+    def dims(**by_axis: Any) -> dict[int, Any] | None:  # {axis: dimension}, the static ones left out
+        return {int(axis[1:]): d for axis, d in by_axis.items() if d is not None} or None
+
+    cross = dims(a0=sentences, a2=source)
+    shapes = (dims(a0=rows), {0: n}, [cache] * len(keys), [cache] * len(values),
+              None if ancestors is None else dims(a0=rows, a1=capacity), [(cross, cross)] * len(cross_attn),
+              dims(a0=sentences, a3=source))
+    if not args:
+        return shapes
+    per_sentence = [dims(a0=sentences) if isinstance(a, Tensor) and a.dim() and a.size(0) == s else None
+                    for a in args]  # a score function's inputs of a row per sentence
+    return (*shapes, tuple(per_sentence))  # *args: one element, a tuple

@@ -40,6 +40,7 @@ _tables = threading.Lock()  # Packages' tables, for the threads of a process sha
 
 # (module, a kind of step, its inputs) -> the kinds needed next, each with a function making inputs
 Ahead = Callable[[nn.Module, Kind, tuple], list[tuple[Kind, Callable[[], tuple]]]]
+Example = Callable[[nn.Module, Kind, tuple], tuple]  # (module, a kind, a call's inputs) -> inputs to export
 
 
 class Packages:
@@ -49,13 +50,14 @@ class Packages:
     def __init__(self, module: nn.Module, kind: Callable[[nn.Module, tuple], Kind],
                  dynamic: Callable[[tuple], tuple], notice: Callable[[str], None] | None = None,
                  weights: dict[str, tuple[str, Tensor, Runner]] | None = None,
-                 ahead: Ahead | None = None) -> None:
+                 ahead: Ahead | None = None, example: Example | None = None) -> None:
         """`kind`: (module, inputs) -> the `Kind` of step they need; `dynamic`: inputs -> their
         dynamic shapes for torch.export; `weights`: the table of the weights loaded (`self.weights`)
         of other Packages of the same model and weights, to share theirs; `ahead`: (module, a kind,
         its inputs) -> the kinds a search that needs it will need next, each with a function making
-        inputs for it (`Alongside` compiles those missing in other processes)."""
-        self.module, self.kind, self.dynamic, self.ahead = module, kind, dynamic, ahead
+        inputs for it (`Alongside` compiles those missing in other processes); `example`: (module, a
+        kind, a call's inputs) -> the inputs to export that kind from (default: the call's own)."""
+        self.module, self.kind, self.dynamic, self.ahead, self.example = module, kind, dynamic, ahead, example
         self.notice = notice or store.notice
         self._runners: dict[Kind, Runner] = {}
         self._weights: str | None = None
@@ -113,6 +115,9 @@ class Packages:
         self.notice(f"aiayn: compiling the decoder step for {describe(fields)} (once per model and "
                     f"machine; kept in {steps_dir()})")
         self._compile_ahead(kind, inputs)  # meanwhile
+        device = inputs[1].device
+        if self.example is not None:
+            inputs = self.example(self.module, kind, inputs)
         try:
             build(entry, fields, self.module, inputs, self.dynamic(inputs))
         except OSError as e:  # the cache cannot be written: compile for this process only
@@ -121,10 +126,10 @@ class Packages:
             scratch = Path(tempfile.mkdtemp(prefix="aiayn-step-"))
             try:  # a loaded package no longer needs its file
                 build(scratch / entry.name, fields, self.module, inputs, self.dynamic(inputs))
-                return self._load(scratch / entry.name, inputs[1].device)
+                return self._load(scratch / entry.name, device)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
-        return self._load(entry, inputs[1].device)
+        return self._load(entry, device)
 
     def _compile_ahead(self, kind: Kind, inputs: tuple) -> None:
         """Have the steps a search needing `kind` will need next compiled in other processes
@@ -144,7 +149,7 @@ class Packages:
         steps, processes = ("step" if len(missing) == 1 else "steps"), alongside.workers()
         self.notice(f"aiayn: compiling {len(missing)} more decoder {steps} alongside, in up to {processes} "
                     f"other process{'' if processes == 1 else 'es'}: "
-                    + ", ".join(f"{fields['rows']} rows" for _, fields, _ in missing))
+                    + ", ".join(f"{fields['rows'] or 'any number of'} rows" for _, fields, _ in missing))
         for entry, fields, make_inputs in sorted(missing, key=lambda m: m[1]["rows"]):
             alongside.submit(entry, fields, self.module, make_inputs(), self.dynamic)
 

@@ -51,7 +51,7 @@ def _build_into(tmp: Path, entry: Path, fields: dict[str, Any], module: nn.Modul
     try:
         with _compiling:
             exported = torch.export.export(module, inputs, dynamic_shapes=dynamic, strict=False)
-            check_sizes(exported, fields["rows"])
+            check_sizes(exported, fields["rows"], _named_ranges(dynamic))
             with _setting(inductor_config, "freezing", True), \
                     _setting(inductor_config.cpp, "weight_prepack", _packed(module, fields)):
                 torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp / PACKAGE))
@@ -79,7 +79,7 @@ def _build_into(tmp: Path, entry: Path, fields: dict[str, Any], module: nn.Modul
 def _packed(module: nn.Module, fields: dict[str, Any]) -> bool:
     """Whether Inductor packs the step's weights for oneDNN: from `PACKED_FROM` rows, and always in
     other dtypes than float32 or with int8 weights (oneDNN's bfloat16 and int8 matmuls need it)."""
-    return (fields["rows"] >= PACKED_FROM or fields["dtype"] != str(torch.float32)
+    return (not fields["rows"] or fields["rows"] >= PACKED_FROM or fields["dtype"] != str(torch.float32)
             or any(b.dtype == torch.int8 for b in module.buffers()))
 
 
@@ -150,15 +150,31 @@ def _lock(path: Path, waiting: Callable[[], None]) -> BinaryIO | None:
     return lock
 
 
-def check_sizes(exported: torch.export.ExportedProgram, rows: int = 2) -> None:
+def check_sizes(exported: torch.export.ExportedProgram, rows: int = 2,
+                named: frozenset[tuple[int, int]] = frozenset()) -> None:
     """Refuse a step whose export narrowed a dynamic size: each must take 2 to `LARGEST`, or, as the
     rows of the cache's buffers do, the step's `rows` to `LARGEST` (given as hints, export narrows a
-    size when the traced code depends on it, where the step would then fail on longer sentences)."""
+    size when the traced code depends on it, where the step would then fail on longer sentences);
+    a named dimension (`named`: the ranges asked for), its own range, and the buffers, at least the
+    rows that one names."""
     for symbol, sizes in exported.range_constraints.items():
-        if (sizes.lower > 2 and sizes.lower != rows) or sizes.upper < LARGEST:
+        if (sizes.lower, sizes.upper) in named:
+            continue
+        if (sizes.lower > 2 and sizes.lower != rows and sizes.lower not in {low for low, _ in named}) \
+                or sizes.upper < LARGEST:
             wanted = f"2 (or {rows}) to {LARGEST}" if rows != 2 else f"2 to {LARGEST}"
             raise RuntimeError(f"the exported decoder step takes {symbol} from {sizes.lower} to "
                                f"{sizes.upper} only, not {wanted}")
+
+
+def _named_ranges(dynamic: Any) -> frozenset[tuple[int, int]]:
+    """The ranges of the named dimensions (`torch.export.Dim("name", min=, max=)`, and those derived
+    from them, such as 4 times one) in a dynamic-shapes structure: those export must keep as asked."""
+    from torch.export import Dim
+    from torch.utils._pytree import tree_leaves
+
+    return frozenset((leaf.min, leaf.max) for leaf in tree_leaves(dynamic)
+                     if isinstance(leaf, Dim))
 
 
 def _library_alone(package: Path) -> Path:
