@@ -116,33 +116,6 @@ class _AtLeastRows(torch.nn.Module):
         return x[:3] * 2
 
 
-@pytest.mark.parametrize("rows, dtype, int8, packed", [
-    (2, torch.float32, False, False), (4, torch.float32, False, False),  # a lone sentence's steps
-    (8, torch.float32, False, True), (512, torch.float32, False, True),
-    (4, torch.bfloat16, False, True), (4, torch.float32, True, True)])
-def test_small_float32_steps_are_compiled_without_packed_weights(tmp_path, monkeypatch, rows, dtype, int8,
-                                                                   packed):
-    """Below `PACKED_FROM` rows, a float32 step's linear maps are left to MKL's plain matmul (oneDNN's
-    packed one costs more a call than a small map's whole matmul); bfloat16 and int8 keep packing."""
-    seen = []
-
-    def compile_and_package(exported, package_path):
-        from torch._inductor import config
-
-        seen.append((config.freezing, config.cpp.weight_prepack))
-        raise RuntimeError("stop here")
-
-    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compile_and_package)
-    module = torch.nn.Linear(4, 4).to(dtype)
-    if int8:
-        module.register_buffer("qweight", torch.zeros(4, 4, dtype=torch.int8))
-    fields = {"rows": rows, "dtype": str(dtype), "machine": {"device": "cpu"}}
-    with pytest.raises(RuntimeError, match="stop here"):
-        compiling.build(tmp_path / "entry", fields, module, (torch.ones(rows, 4, dtype=dtype),), ({},))
-    assert seen == [(True, packed)]
-    assert not list(tmp_path.iterdir())  # the half-built entry went
-
-
 def test_an_export_that_narrows_a_dynamic_size_is_refused():
     def exported(module: torch.nn.Module) -> torch.export.ExportedProgram:
         sizes = torch.export.Dim.DYNAMIC(min=2, max=compiling.LARGEST)

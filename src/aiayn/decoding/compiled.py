@@ -4,7 +4,7 @@
 In eager PyTorch, a small model's decoder step is mostly spent dispatching about a hundred small
 operations one after another. TorchInductor compiles the whole step (embedding, every decoder
 layer, the output layer and the normalisation) into a few fused kernels, with the weights folded
-in as constants ("freezing") and, from 8 rows, packed once for oneDNN's matmul
+in as constants ("freezing") and packed once for oneDNN's matmul
 (benchmarks/detail/decode_speed.md has the measurements). It is compiled ahead of time (torch.export and
 AOTInductor) and kept on disk, so a model is compiled once per machine (`packages`).
 
@@ -14,10 +14,10 @@ A compiled graph is for fixed shapes, but for the dimensions it is told are dyna
   0): a model's beam search compiles once for batches of any size, its step as fast as one
   compiled for each count, within the machine's noise (benchmarks/detail/decode_speed.md).
   Below, the rows are fixed per graph, at powers of two (`row_bucket`), of `FEWEST_ROWS` rows at
-  least (one sentence of a beam search, two of greedy decoding), with the weights left unpacked
-  (a lone sentence's step is faster so); the searches top their batches up to such a count, and a
-  batch's last sentences, searching on alone, run at these counts. Finished sentences leave once
-  they are an eighth of the batch (as from the model's own step), or fit a smaller count;
+  least (one sentence of a beam search, two of greedy decoding); the searches top their batches up
+  to such a count, and a batch's last sentences, searching on alone, run at these counts. Finished
+  sentences leave once they are an eighth of the batch (as from the model's own step), or fit a
+  smaller count;
 - the number of positions decoded, the cache capacity and the source length are dynamic
   dimensions: one graph serves every step and every batch of its row count. The step reads
   the positions decoded so far from the length of the position table it is given, writes its
@@ -144,7 +144,7 @@ def row_bucket(sentences: int, rows_per_sentence: int = 1) -> int:
     """How many sentences a compiled step runs at for this many (times the rows of each sentence: the
     step's row count): as many, from `compiling.PACKED_FROM` rows on (one step takes every count
     there, `any_rows`); below, the next power of two, enough for `FEWEST_ROWS` rows (a step of its own
-    each, on unpacked weights: a lone sentence's)."""
+    each: a lone sentence's)."""
     least = any_rows(rows_per_sentence)
     if sentences >= least:
         return sentences

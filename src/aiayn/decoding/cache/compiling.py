@@ -26,9 +26,10 @@ from aiayn.decoding.cache.library import constant_digests
 from aiayn.decoding.cache.store import ENTRY, LIBRARY, PACKAGE, check, describe, kept, sha256, status
 
 LARGEST = 8192  # positions, cache capacity and source length a packaged step takes (beyond: eager)
-PACKED_FROM = 8  # rows from which a float step's linear maps run on weights packed for oneDNN; below,
-# oneDNN's fixed cost a call exceeds a small map's whole matmul, and MKL's plain one is faster (a
-# lone sentence's beam search, 4 rows: benchmarks/detail/decode_speed.md)
+PACKED_FROM = 8  # rows from which one compiled step takes every row count (`compiled.any_rows`): with
+# fewer, oneDNN's fixed cost a call exceeds a small map's whole matmul, so steps of fixed small row
+# counts might run on plain matmuls (benchmarks/detail/decode_speed.md); not yet: Inductor reads its
+# `cpp.weight_prepack` once per process, at the first compile (`freezing_patterns.lazy_init`)
 _compiling = threading.Lock()  # torch.export is not thread-safe: two threads exporting at once fail
 # ("ProxyTorchDispatchMode slot already occupied"), so a process compiles one step at a time
 
@@ -52,8 +53,7 @@ def _build_into(tmp: Path, entry: Path, fields: dict[str, Any], module: nn.Modul
         with _compiling:
             exported = torch.export.export(module, inputs, dynamic_shapes=dynamic, strict=False)
             check_sizes(exported, fields["rows"], _named_ranges(dynamic))
-            with _setting(inductor_config, "freezing", True), \
-                    _setting(inductor_config.cpp, "weight_prepack", _packed(module, fields)):
+            with _setting(inductor_config, "freezing", True):
                 torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp / PACKAGE))
         path = _library_alone(tmp / PACKAGE) if str(fields["machine"]["device"]).startswith("cpu") \
             else tmp / PACKAGE
@@ -74,13 +74,6 @@ def _build_into(tmp: Path, entry: Path, fields: dict[str, Any], module: nn.Modul
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-def _packed(module: nn.Module, fields: dict[str, Any]) -> bool:
-    """Whether Inductor packs the step's weights for oneDNN: from `PACKED_FROM` rows, and always in
-    other dtypes than float32 or with int8 weights (oneDNN's bfloat16 and int8 matmuls need it)."""
-    return (not fields["rows"] or fields["rows"] >= PACKED_FROM or fields["dtype"] != str(torch.float32)
-            or any(b.dtype == torch.int8 for b in module.buffers()))
 
 
 @contextlib.contextmanager
