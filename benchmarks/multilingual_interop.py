@@ -64,8 +64,9 @@ def main(argv: list[str] | None = None) -> int:
             "|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as work_:
         work = Path(work_)
-        assert aiayn(["export", "ctranslate2", args.model, str(work / "ct2")]) == 0
-        assert aiayn(["export", "argos", args.model, str(work / "argos")]) == 0
+        for kind, out in (("ctranslate2", work / "ct2"), ("argos", work / "argos")):
+            if aiayn(["export", kind, args.model, str(out)]):
+                raise SystemExit(f"aiayn export {kind} {args.model} failed")
         packages = [work / "argos" / f"{s}_{t}.argosmodel" for s, t in directions]
         env = {**os.environ, "HOME": str(work), "XDG_DATA_HOME": str(work / "data"),
                "XDG_CACHE_HOME": str(work / "cache"), "ARGOS_CHUNK_TYPE": "SPACY",

@@ -103,16 +103,16 @@ def run(model: str, source: list[str], threads: int, rounds: int, names: list[st
     compiled steps start from an empty cache of their own: the first process of each compiled system
     compiles what it needs (its time is reported), the later ones load it, as "aiayn default" does."""
     with tempfile.TemporaryDirectory() as work:
-        os.environ["AIAYN_CACHE_DIR"] = str(Path(work) / "cache")  # inherited by every worker
+        base = {**os.environ, "AIAYN_CACHE_DIR": str(Path(work) / "cache")}  # every worker's
         ct2 = {}
         if any(n.startswith("ctranslate2") for n in names):
-            aiayn("export", "ctranslate2", model, str(Path(work) / "ct2"), env=dict(os.environ))
+            aiayn("export", "ctranslate2", model, str(Path(work) / "ct2"), env=base)
         settings: dict[str, dict] = {n: {} for n in names}
         first_run: dict[str, float] = {}
         for name in sorted(names, key=lambda n: "compiled" not in n):  # compiled first: the default's cache
             if "compiled" in name:
                 started = time.perf_counter()
-                _in_process(name, model, source[:WARM_UP + 1], threads, dict(os.environ))
+                _in_process(name, model, source[:WARM_UP + 1], threads, base)
                 first_run[name] = time.perf_counter() - started
                 print(f"{name}: first run (compiles) {first_run[name]:.1f} s", flush=True)
             if name.startswith("ctranslate2"):  # its fastest setting here, on the first 30 sentences
@@ -120,7 +120,7 @@ def run(model: str, source: list[str], threads: int, rounds: int, names: list[st
                 for setting in ct2_settings:
                     extra, n = CT2_SETTINGS[setting]
                     got = _in_process(name, str(Path(work) / "ct2"), source[:30], n or threads,
-                                      {**os.environ, **extra})
+                                      {**base, **extra})
                     tried[setting] = statistics.median(got["times"])
                 best = min(tried, key=tried.get)
                 settings[name] = {"setting": best, "env": CT2_SETTINGS[best][0],
@@ -132,7 +132,7 @@ def run(model: str, source: list[str], threads: int, rounds: int, names: list[st
         for _ in range(rounds):
             for name in names:
                 got = _in_process(name, ct2.get(name, model), source, settings[name].get("threads", threads),
-                                  {**os.environ, **settings[name].get("env", {})})
+                                  {**base, **settings[name].get("env", {})})
                 times[name] += got["times"]
                 outputs[name] = got["outputs"]
             print("round:", ", ".join(f"{n} p50 {statistics.median(times[n]) * 1e3:.1f} ms" for n in names),

@@ -9,7 +9,7 @@ in as constants ("freezing") and packed once for oneDNN's matmul
 AOTInductor) and kept on disk, so a model is compiled once per machine (`packages`).
 
 A compiled graph is for fixed shapes, but for the dimensions it is told are dynamic. Here:
-- from `compiling.PACKED_FROM` rows (8: two sentences of beam 4, eight of greedy decoding) one step
+- from `ANY_COUNT_FROM` rows (8: two sentences of beam 4, eight of greedy decoding) one step
   takes every row count, the sentences a dynamic dimension and the rows R times them (`Kind.rows`
   0): a model's beam search compiles once for batches of any size, its step as fast as one
   compiled for each count, within the machine's noise (benchmarks/detail/decode_speed.md).
@@ -73,6 +73,10 @@ from aiayn.decoding.steps import (
 from aiayn.model import DecoderCache, Transformer
 from aiayn.model.masks import padding_mask
 
+ANY_COUNT_FROM = 8  # rows from which one compiled step takes every row count (`any_rows`): with fewer,
+# oneDNN's fixed cost a call exceeds a small map's whole matmul, so steps of fixed small row counts
+# might run on plain matmuls (benchmarks/detail/decode_speed.md); not yet: Inductor reads its
+# `cpp.weight_prepack` once per process, at the first compile (`freezing_patterns.lazy_init`)
 FIRST_STEP_ROWS = 2  # rows up to which a search's first step is compiled too (see the module's text)
 FEWEST_ROWS = 2  # a compiled step runs at, at least: the rows of the cache's buffers are a dynamic
 # dimension of the step, which export cannot take one long. A beam search's last sentence steps on
@@ -142,7 +146,7 @@ class CompiledStep(Step):
 
 def row_bucket(sentences: int, rows_per_sentence: int = 1) -> int:
     """How many sentences a compiled step runs at for this many (times the rows of each sentence: the
-    step's row count): as many, from `compiling.PACKED_FROM` rows on (one step takes every count
+    step's row count): as many, from `ANY_COUNT_FROM` rows on (one step takes every count
     there, `any_rows`); below, the next power of two, enough for `FEWEST_ROWS` rows (a step of its own
     each: a lone sentence's)."""
     least = any_rows(rows_per_sentence)
@@ -153,8 +157,8 @@ def row_bucket(sentences: int, rows_per_sentence: int = 1) -> int:
 
 
 def any_rows(rows_per_sentence: int = 1) -> int:
-    """The sentences from which one compiled step takes any count: `compiling.PACKED_FROM` rows."""
-    return -(-compiling.PACKED_FROM // rows_per_sentence)
+    """The sentences from which one compiled step takes any count: `ANY_COUNT_FROM` rows."""
+    return -(-ANY_COUNT_FROM // rows_per_sentence)
 
 
 def row_buckets(most: int) -> list[int]:
@@ -360,14 +364,14 @@ def _kind(step: _Step, inputs: tuple) -> store.Kind:
     scores = args[0] if args else None
     beams = scores.size(1) if isinstance(scores, Tensor) and scores.dim() == 2 else 0
     rows, first = last_tokens.size(0), table.size(0) == 1
-    return store.Kind(0 if _any_rows(rows, first) else rows, step.output_name, ancestors is not None, first,
-                      beams)
+    return store.Kind(0 if _takes_any_count(rows, first) else rows, step.output_name, ancestors is not None,
+                      first, beams)
 
 
-def _any_rows(rows: int, first: bool) -> bool:
+def _takes_any_count(rows: int, first: bool) -> bool:
     """Whether a step of `rows` rows runs on the step for every row count (`Kind.rows` 0): not a
     search's first (its rows are few, and fixed per package)."""
-    return not first and rows >= compiling.PACKED_FROM
+    return not first and rows >= ANY_COUNT_FROM
 
 
 def _example(step: _Step, kind: store.Kind, inputs: tuple) -> tuple:
@@ -375,10 +379,14 @@ def _example(step: _Step, kind: store.Kind, inputs: tuple) -> tuple:
     size has (`_with_rows`: export might take two equal sizes for one); another, the call's own."""
     if kind.rows:
         return inputs
-    sentences, rows = inputs[5][0][0].size(0), inputs[0].size(0)
-    r = rows // sentences
-    n = next(n for n in itertools.count(any_rows(r) + 1) if n not in (r, step.model.config.vocab_size))
-    return _with_rows(inputs, n, r, kind.traced)
+    r = inputs[0].size(0) // inputs[5][0][0].size(0)  # rows / sentences
+    return _with_rows(inputs, _example_count(step, r), r, kind.traced)
+
+
+def _example_count(step: _Step, r: int) -> int:
+    """The sentences of example inputs for the step that takes any count of `r` rows each: in its
+    range, and none of the sizes the inputs have besides (the beams, the vocabulary)."""
+    return next(n for n in itertools.count(any_rows(r) + 1) if n not in (r, step.model.config.vocab_size))
 
 
 def _ahead(step: _Step, kind: store.Kind, inputs: tuple) -> list[tuple[store.Kind, Callable]]:
@@ -399,8 +407,7 @@ def _ahead(step: _Step, kind: store.Kind, inputs: tuple) -> list[tuple[store.Kin
         counts = {row_bucket(n, r) for n in range(1, sentences)} - {sentences}
     least = any_rows(r)  # one step for all the counts from it on, exported from inputs of another count
     counts = {min(n, least) for n in counts} - ({least} if not kind.first and not kind.rows else set())
-    example = {n: next(m for m in itertools.count(least + 1) if m not in (r, step.model.config.vocab_size))
-               if n == least else n for n in counts}
+    example = {n: _example_count(step, r) if n == least else n for n in counts}
     return [(replace(later, rows=0 if n == least else n * r),
              functools.partial(_with_rows, inputs, example[n], r, later.traced))
             for n in sorted(counts, reverse=True)]
@@ -435,24 +442,25 @@ def _with_rows(inputs: tuple, sentences: int, r: int, traced: bool) -> tuple:
 
 
 def _dynamic_shapes(inputs: tuple) -> tuple:
-    """The step's inputs' dynamic dimensions, for `torch.export`: rows static; positions decoded
-    (static at a search's first step: one), cache capacity and source length dynamic (from 2 to
-    `compiling.LARGEST`); a score function's inputs static. The dynamic ones are hints, not named
-    dimensions: export works out which are equal, and keeps as checks the conditions it cannot
-    prove for every size in the range (torch 2.11 cannot prove min(4 S, 16 S) = 4 S, and refuses a
-    named dimension for it)."""
+    """The step's inputs' dynamic dimensions, for `torch.export`: rows static, but on the step for
+    every row count (`_takes_any_count`), where the sentences are a named dimension and the rows R
+    times them (a score function's inputs of a row per sentence follow; the others are static);
+    positions decoded (static at a search's first step: one), cache capacity and source length
+    dynamic (from 2 to `compiling.LARGEST`). Those are hints, not named dimensions: export works out
+    which are equal, and keeps as checks the conditions it cannot prove for every size in the range
+    (torch 2.11 cannot prove min(4 S, 16 S) = 4 S, and refuses a named dimension for it)."""
     last_tokens, table, keys, values, ancestors, cross_attn, memory_mask, *args = inputs
     # One hint for every dynamic dimension: unlike a named dimension, a hint ties no two together.
     positions = capacity = source = buffers = Dim.DYNAMIC(min=2, max=compiling.LARGEST)
     n = Dim.STATIC if table.size(0) == 1 else positions
     cache = {0: buffers, 1: capacity}  # the buffers' rows: the step's, or more (`TracedCache.select`)
-    rows = sentences = None  # static, but on the step for every row count (`_any_rows`): then named,
-    # the rows R x the sentences (R: a beam search's K beams, or greedy decoding's one row)
+    rows = sentences = None  # static; or R (a beam search's K beams, greedy's one row) x the sentences
     b, s = last_tokens.size(0), cross_attn[0][0].size(0)
-    if _any_rows(b, table.size(0) == 1):
+    if _takes_any_count(b, table.size(0) == 1):
         r = b // s
         sentences = Dim("sentences", min=any_rows(r), max=compiling.LARGEST // r)
         rows = sentences * r if r > 1 else sentences
+
     def dims(**by_axis: Any) -> dict[int, Any] | None:  # {axis: dimension}, the static ones left out
         return {int(axis[1:]): d for axis, d in by_axis.items() if d is not None} or None
 

@@ -149,7 +149,7 @@ class Packages:
         steps, processes = ("step" if len(missing) == 1 else "steps"), alongside.workers()
         self.notice(f"aiayn: compiling {len(missing)} more decoder {steps} alongside, in up to {processes} "
                     f"other process{'' if processes == 1 else 'es'}: "
-                    + ", ".join(f"{fields['rows'] or 'any number of'} rows" for _, fields, _ in missing))
+                    + ", ".join(store.rows(fields) for _, fields, _ in missing))
         for entry, fields, make_inputs in sorted(missing, key=lambda m: m[1]["rows"]):
             alongside.submit(entry, fields, self.module, make_inputs(), self.dynamic)
 

@@ -26,10 +26,6 @@ from aiayn.decoding.cache.library import constant_digests
 from aiayn.decoding.cache.store import ENTRY, LIBRARY, PACKAGE, check, describe, kept, sha256, status
 
 LARGEST = 8192  # positions, cache capacity and source length a packaged step takes (beyond: eager)
-PACKED_FROM = 8  # rows from which one compiled step takes every row count (`compiled.any_rows`): with
-# fewer, oneDNN's fixed cost a call exceeds a small map's whole matmul, so steps of fixed small row
-# counts might run on plain matmuls (benchmarks/detail/decode_speed.md); not yet: Inductor reads its
-# `cpp.weight_prepack` once per process, at the first compile (`freezing_patterns.lazy_init`)
 _compiling = threading.Lock()  # torch.export is not thread-safe: two threads exporting at once fail
 # ("ProxyTorchDispatchMode slot already occupied"), so a process compiles one step at a time
 

@@ -113,7 +113,7 @@ def not_ours_alone(path: Path, create: bool = False) -> str | None:
 class Kind:
     """What a compiled step is for, besides its model: these make separate graphs."""
 
-    rows: int  # B, fixed per graph; 0: any count from `compiling.PACKED_FROM` on (a dynamic dimension)
+    rows: int  # B, fixed per graph; 0: any count from `compiled.ANY_COUNT_FROM` on (a dynamic dimension)
     output: str  # logits and their normaliser, log-probabilities, or a score function's (`Step.scored`)
     traced: bool  # reads beams' histories through a table (beam search), or its own rows (greedy)
     first: bool = False  # a search's first step: one position (static), where the others take 2 or more
@@ -133,8 +133,12 @@ def describe(fields: dict[str, Any]) -> str:
     search = "greedy"
     if fields.get("traced") or str(fields.get("output")).endswith(".candidates"):
         search = f"beam search of beam {fields['beams']}" if fields.get("beams") else "beam search"
-    rows = fields.get("rows") or "any number of"  # 0: a step for every row count from some on
-    return f"{rows} rows, {search}" + (", a search's first step" if fields.get("first") else "")
+    return f"{rows(fields)}, {search}" + (", a search's first step" if fields.get("first") else "")
+
+
+def rows(fields: dict[str, Any]) -> str:
+    """An entry's rows in words: '16 rows', or 'any number of rows' (`Kind.rows` 0)."""
+    return f"{fields.get('rows') or 'any number of'} rows"
 
 
 def stored(weights: str, dtype: torch.dtype, device: torch.device) -> bool:
