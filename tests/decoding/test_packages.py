@@ -461,10 +461,11 @@ def test_where_steps_crash_torch_translation_runs_eagerly_says_so_once_and_remem
 
 def test_two_threads_compiling_two_steps_into_one_cache_at_once_both_store_and_load_them(cache, monkeypatch):
     """Each build's temporary directory is its own, and a build's cleaning of what killed processes
-    left never takes another thread's: the first thread compiles only once the second has cleaned
-    the cache's leftovers; both steps are stored and load (one process exports one at a time)."""
+    left never takes another thread's: the first thread traces only once the second has cleaned the
+    cache's leftovers (its own build's directory made); both steps are stored and load (one thread
+    of a process traces at a time, `tracing.gate`)."""
     cleaned, clean = threading.Event(), files.clean_leftovers
-    calls, compile_package = [], torch._inductor.aoti_compile_and_package
+    calls, gate = [], compiling.gate
 
     def clean_and_tell(*args):
         removed = clean(*args)
@@ -473,12 +474,15 @@ def test_two_threads_compiling_two_steps_into_one_cache_at_once_both_store_and_l
             cleaned.set()
         return removed
 
-    def compile_after_the_other_cleaned(*args, **kwargs):
-        assert cleaned.wait(HANG_S)
-        return compile_package(*args, **kwargs)
+    class TracingAfterTheOtherCleaned:
+        running = gate.running
+
+        def tracing(self):
+            assert cleaned.wait(HANG_S)
+            return gate.tracing()
 
     monkeypatch.setattr(files, "clean_leftovers", clean_and_tell)
-    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compile_after_the_other_cleaned)
+    monkeypatch.setattr(compiling, "gate", TracingAfterTheOtherCleaned())
     models = [one_layer_model(), one_layer_model()]
     with torch.no_grad():
         models[1].output_proj.weight.mul_(-1)  # another model: other weights, another step
@@ -498,6 +502,41 @@ def test_two_threads_compiling_two_steps_into_one_cache_at_once_both_store_and_l
         t.join(HANG_S)
     assert not failed and found == eager
     assert len(store.entries()) == 2 and len(cache) == 2
+
+
+def test_a_model_run_on_another_thread_while_a_step_compiles_is_not_traced_into_it(cache):
+    """Tracing replaces `nn.Module.__call__` for the whole process: a search on another thread while
+    a step compiles waits for the trace (`tracing.gate`) instead of being recorded into it, and both
+    give what they give alone."""
+    models = [one_layer_model(), one_layer_model()]
+    with torch.no_grad():
+        models[1].output_proj.weight.mul_(-1)
+    eager = [[h.tokens for h in greedy_search(m, SRC, LIMITS)] for m in models]
+    compiled_, failed, searched = [], [], []
+    done = threading.Event()
+
+    def compile_():
+        try:
+            compiled_.append(outputs(models[0]))
+        except BaseException as e:  # noqa: BLE001 - reported below
+            failed.append(e)
+        finally:
+            done.set()
+
+    def search_eagerly():
+        try:
+            while not done.is_set() or not searched:
+                searched.append([h.tokens for h in greedy_search(models[1], SRC, LIMITS)])
+        except BaseException as e:  # noqa: BLE001 - reported below
+            failed.append(e)
+
+    threads = [threading.Thread(target=compile_), threading.Thread(target=search_eagerly)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(HANG_S)
+    assert not failed and compiled_ == [eager[0]] and len(cache) == 1
+    assert searched and all(tokens == eager[1] for tokens in searched)
 
 
 def test_a_cache_others_may_write_is_refused_once_and_the_steps_compile_privately(cache, monkeypatch, capsys):

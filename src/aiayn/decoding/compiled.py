@@ -70,6 +70,7 @@ from aiayn.decoding.steps import (
     next_log_probs,
     next_logits,
 )
+from aiayn.decoding.tracing import gate
 from aiayn.model import DecoderCache, Transformer
 from aiayn.model.masks import padding_mask
 
@@ -97,7 +98,8 @@ class CompiledStep(Step):
         """As `Step.start`, with a cache of full capacity (the compiled step cannot grow one) that can
         trace its rows' histories, and the batch topped up to a count of sentences a compiled step
         runs at (`row_bucket`)."""
-        cache = self.model.init_cache(self.model.encode(src), capacity=capacity)
+        with gate.running():
+            cache = self.model.init_cache(self.model.encode(src), capacity=capacity)
         cache = TracedCache(cache.self_attn, cache.cross_attn, cache.rows_per_sentence)
         src, max_lengths = top_up(src, max_lengths, cache)
         return src, max_lengths, cache
@@ -230,13 +232,16 @@ def _run(step: packages.Packages, eager: Callable, model: Transformer, last_toke
     layers = cache.self_attn
     position, capacity = layers[0].length, layers[0].k.size(1)
     if not _compiled_sizes(cache) or (position == 0 and len(last_tokens) > FIRST_STEP_ROWS):
-        return eager(model, last_tokens, src, cache, *args)
+        with gate.running():
+            return eager(model, last_tokens, src, cache, *args)
     if position >= capacity:
         raise ValueError(f"the cache holds {capacity} positions; the compiled step cannot grow it")
-    table = model.positions(position + 1, 0, layers[0].k.dtype, layers[0].k.device)  # (L, D)
+    with gate.running():  # the model's attributes are read through `nn.Module.__getattr__`
+        table = model.positions(position + 1, 0, layers[0].k.dtype, layers[0].k.device)  # (L, D)
     if cache.mask_of is not src:  # the same source every step, until sentences leave the batch
         cache.mask, cache.mask_of = padding_mask(src, model.config.pad_id), src
-    out = step(last_tokens.contiguous(), table, [kv.k for kv in layers], [kv.v for kv in layers],
+    out = step(  # not gated: it may compile (`tracing`); a compiled step is no module call
+last_tokens.contiguous(), table, [kv.k for kv in layers], [kv.v for kv in layers],
                cache.ancestors, cache.cross_attn, cache.mask, *args)
     for kv in layers:
         kv.length += 1

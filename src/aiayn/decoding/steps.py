@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from aiayn.decoding.tracing import gate
 from aiayn.model import DecoderCache, Transformer
 
 Score = Callable[..., Any]  # (log-probabilities (B, V), *tensors) -> tensors: see Step.scored
@@ -89,7 +90,7 @@ class Step:
     A search calls `start` once, then per step `logits` (greedy, sampling) or `scored` (beam search:
     the log-probabilities and what it makes of them), `fan_out` after beam search's first step, and
     `rows_to_keep` to let finished sentences leave the batch. `compiled.CompiledStep` runs the same
-    steps compiled.
+    steps compiled. The model runs inside `tracing.gate.running()`: another thread may be compiling.
     """
 
     def __init__(self, model: Transformer) -> None:
@@ -98,13 +99,17 @@ class Step:
     def start(self, src: Tensor, max_lengths: Tensor, capacity: int) -> tuple[Tensor, Tensor, DecoderCache]:
         """The encoder run on src (B, S) and a cache for `capacity` positions (it grows if needed).
         -> the batch and maximum lengths (B,) to search (here unchanged), and the cache."""
-        return src, max_lengths, self.model.init_cache(self.model.encode(src), capacity=min(capacity, 256))
+        with gate.running():
+            cache = self.model.init_cache(self.model.encode(src), capacity=min(capacity, 256))
+        return src, max_lengths, cache
 
     def logits(self, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> tuple[Tensor, Tensor]:
-        return next_logits(self.model, last_tokens, src, cache)
+        with gate.running():
+            return next_logits(self.model, last_tokens, src, cache)
 
     def log_probs(self, last_tokens: Tensor, src: Tensor, cache: DecoderCache) -> Tensor:
-        return next_log_probs(self.model, last_tokens, src, cache)
+        with gate.running():
+            return next_log_probs(self.model, last_tokens, src, cache)
 
     def scored(self, last_tokens: Tensor, src: Tensor, cache: DecoderCache, score: Score,
                *args: Tensor) -> Any:

@@ -24,6 +24,7 @@ from aiayn.decoding.compiled import CompiledStep
 from aiayn.decoding.constrained import Constraints, Steer
 from aiayn.decoding.greedy import greedy_search
 from aiayn.decoding.steps import Hypothesis, Step, output_limits
+from aiayn.decoding.tracing import gate
 from aiayn.model import Transformer
 from aiayn.tokenizer import Tokenizer
 
@@ -145,7 +146,8 @@ def _alternatives(model: Transformer, tokenizer: Tokenizer, ids: list[list[int]]
         src = pad([ids[i] + [tokenizer.eos_id] for i in batch], tokenizer.pad_id).to(device)
         tgt = pad([[start, *steers[i].prefix] for i in batch], tokenizer.pad_id).to(device)
         last = torch.tensor([len(steers[i].prefix) for i in batch], device=device)
-        scores = model(src, tgt)[torch.arange(len(batch), device=device), last].float()  # (B, V)
+        with gate.running():
+            scores = model(src, tgt)[torch.arange(len(batch), device=device), last].float()  # (B, V)
         scores[:, [c.pad_id, c.bos_id, c.eos_id]] = float("-inf")
         for i, best in zip(batch, scores.topk(min(n, scores.size(1)), dim=1).indices.tolist(), strict=True):
             firsts[i] = best

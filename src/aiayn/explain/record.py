@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from aiayn.decoding.tracing import gate
 from aiayn.model import Transformer
 from aiayn.model.attention import scaled_scores
 from aiayn.model.layers import EncoderLayer
@@ -78,14 +79,15 @@ def record(model: Transformer, src: list[int], tgt: list[int]) -> Trace:
     `tgt` (bos + the output tokens)."""
     device = next(model.parameters()).device
     src_, tgt_ = torch.tensor([src], device=device), torch.tensor([tgt], device=device)
-    with _recording(model.encoder.layers) as layers:
-        logits, maps = model.attention_maps(src_, tgt_)  # (1, T, V)
-    probs = logits[0].float().softmax(dim=-1)
-    decoder = DecoderTrace(embedded(model, tgt_, model.tgt_embed), [w[0] for w in maps.decoder],
-                           [w[0] for w in maps.cross], probs)
-    encoder = [_layer_trace(layer, seen, weights[0])
-               for layer, seen, weights in zip(model.encoder.layers, layers, maps.encoder, strict=True)]
-    return Trace(embedded(model, src_, model.src_embed), encoder, decoder)
+    with gate.running():  # a server's other thread may be compiling a step
+        with _recording(model.encoder.layers) as layers:
+            logits, maps = model.attention_maps(src_, tgt_)  # (1, T, V)
+        probs = logits[0].float().softmax(dim=-1)
+        decoder = DecoderTrace(embedded(model, tgt_, model.tgt_embed), [w[0] for w in maps.decoder],
+                               [w[0] for w in maps.cross], probs)
+        encoder = [_layer_trace(layer, seen, weights[0])
+                   for layer, seen, weights in zip(model.encoder.layers, layers, maps.encoder, strict=True)]
+        return Trace(embedded(model, src_, model.src_embed), encoder, decoder)
 
 
 def embedded(model: Transformer, ids: Tensor, embedding: nn.Module) -> Embedded:

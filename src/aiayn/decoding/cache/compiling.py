@@ -1,6 +1,7 @@
 """Compiling a step ahead of time and storing it: exported (`torch.export`, with the positions
 decoded, the cache capacity and the source length as dynamic dimensions) and compiled by
-AOTInductor with the weights frozen into it (`build`). An entry is built in a temporary directory
+AOTInductor with the weights frozen into it (`build`), one step at a time in a process, while no
+other thread runs a model (`tracing.gate`). An entry is built in a temporary directory
 of its own and renamed into place, so no process finds half of one; a process compiling a step
 holds a lock on it (`building`), so another that needs it waits and loads what it stored.
 """
@@ -11,7 +12,6 @@ import contextlib
 import json
 import os
 import shutil
-import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterator
@@ -24,10 +24,9 @@ from torch import nn
 from aiayn import files
 from aiayn.decoding.cache.library import constant_digests
 from aiayn.decoding.cache.store import ENTRY, LIBRARY, PACKAGE, check, describe, kept, sha256, status
+from aiayn.decoding.tracing import gate
 
 LARGEST = 8192  # positions, cache capacity and source length a packaged step takes (beyond: eager)
-_compiling = threading.Lock()  # torch.export is not thread-safe: two threads exporting at once fail
-# ("ProxyTorchDispatchMode slot already occupied"), so a process compiles one step at a time
 
 
 def build(entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple, dynamic: tuple) -> Path:
@@ -46,7 +45,7 @@ def _build_into(tmp: Path, entry: Path, fields: dict[str, Any], module: nn.Modul
 
     tmp.mkdir(parents=True, mode=0o700)  # this user's alone (`not_ours_alone`), whatever the umask
     try:
-        with _compiling:
+        with gate.tracing():  # alone in the process: no other thread runs a model meanwhile
             exported = torch.export.export(module, inputs, dynamic_shapes=dynamic, strict=False)
             check_sizes(exported, fields["rows"], _named_ranges(dynamic))
             with _setting(inductor_config, "freezing", True):
