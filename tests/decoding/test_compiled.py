@@ -139,16 +139,22 @@ def test_a_search_of_one_or_two_sentences_compiles_its_first_step_too():
 
 def test_a_models_greedy_and_beam_search_steps_keep_one_copy_of_its_weights():
     """The steps of greedy decoding and of beam search of one model's weights share their weights too
-    (where their entries' digests say they are the same), and loading them again for changed weights
-    does not: the graphs of the greedy test and of the one-sentence beam test, compiled already."""
+    (where their entries' digests say they are the same: the beam search's step of 4 rows, whose
+    weights are not packed, uses those the greedy steps loaded, packed or not, for every one), and
+    loading them again for changed weights does not: the graphs of the greedy test and of the
+    one-sentence beam test, compiled already."""
     model = one_layer_model()
     assert_same_greedy(model, *GREEDY)
     assert_same_beam(model, *ONE_SENTENCE)
     (_, greedy), (_, beam) = compiled._steps[model].values()
     assert greedy.weights is beam.weights
+    assert [kind.packed for kind in greedy.kinds()] == [True, False]  # 8 rows, then 4: plain weights
     same = [recorded["constants"] for _, recorded, _ in store.entries()
-            if recorded["fields"]["weights"] == store.weights_digest(greedy.module)]
-    assert share_weights(greedy.runners()[0], beam.runners()[-1]) == all(c == same[0] for c in same)
+            if recorded["fields"]["weights"] == store.weights_digest(greedy.module)
+            and not recorded["fields"]["packed"]]
+    loaded = {address(t) for runner in greedy.runners() for t in runner.constants().values()}
+    mine = [address(t) in loaded for t in beam.runners()[-1].constants().values()]
+    assert all(mine) == all(c == same[0] for c in same) and (all(mine) or not any(mine))
 
     with torch.no_grad():
         next(model.parameters()).add_(0.0)  # a change in place: new weights, as far as the steps know
@@ -329,3 +335,34 @@ def test_constrained_beam_search_compiled_finds_what_it_finds_eagerly():
     assert [h.score for hyps in compiled for h in hyps] == \
         pytest.approx([h.score for hyps in eager for h in hyps], abs=1e-4)
     assert eager[2][0].tokens[0] == 12 and {9, 10} <= set(eager[2][0].tokens)
+
+
+@pytest.mark.skipif(not (torch._C.has_mkl and torch.backends.mkldnn.is_available()),
+                    reason="Inductor packs float linears on CPUs with MKL and oneDNN only")
+def test_a_step_of_a_few_rows_compiles_its_linears_unpacked_and_a_later_step_packed_again(tmp_path):
+    """Inductor registers its rewrite packing float linears once per process, for every later compile
+    (`compiling.packing`): the seam finds it (a torch upgrade that moves it fails here, loudly), an
+    unpacked compile packs none, a packed compile after it packs them again, and the rewrites are put
+    back as they were."""
+    from torch._dynamo.utils import counters
+    from torch._inductor import config as inductor_config
+    from torch._inductor.fx_passes import freezing_patterns
+
+    def packed_linears(pack: bool) -> int:
+        before = counters["inductor"]["mkldnn_linear_weight_pack_matcher_count"]
+        module = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8)).eval()
+        with torch.no_grad(), compiling.packing(pack), inductor_config.patch(
+                freezing=True, force_disable_caches=True):  # the passes run, not a cached graph
+            exported = torch.export.export(module, (torch.randn(4, 16),), strict=False)
+            torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp_path / f"{pack}.pt2"))
+        return counters["inductor"]["mkldnn_linear_weight_pack_matcher_count"] - before
+
+    def rewrites():
+        return [(id(entries), list(entries)) for matcher in freezing_patterns.pass_patterns
+                for entries in matcher.patterns.values()]
+
+    assert packed_linears(False) == 0
+    registered = rewrites()
+    assert any(compiling.packs_linear(entry) for _, entries in registered for entry in entries)
+    assert packed_linears(True) == 2 and packed_linears(False) == 0
+    assert rewrites() == registered

@@ -4,9 +4,10 @@
 In eager PyTorch, a small model's decoder step is mostly spent dispatching about a hundred small
 operations one after another. TorchInductor compiles the whole step (embedding, every decoder
 layer, the output layer and the normalisation) into a few fused kernels, with the weights folded
-in as constants ("freezing") and packed once for oneDNN's matmul
-(benchmarks/detail/decode_speed.md has the measurements). It is compiled ahead of time (torch.export and
-AOTInductor) and kept on disk, so a model is compiled once per machine (`packages`).
+in as constants ("freezing") and, for batches of `ANY_COUNT_FROM` rows or more, packed once for
+oneDNN's matmul (benchmarks/detail/decode_speed.md has the measurements). It is compiled ahead of
+time (torch.export and AOTInductor) and kept on disk, so a model is compiled once per machine
+(`packages`).
 
 A compiled graph is for fixed shapes, but for the dimensions it is told are dynamic. Here:
 - from `ANY_COUNT_FROM` rows (8: two sentences of beam 4, eight of greedy decoding) one step
@@ -74,10 +75,9 @@ from aiayn.decoding.tracing import gate
 from aiayn.model import DecoderCache, Transformer
 from aiayn.model.masks import padding_mask
 
-ANY_COUNT_FROM = 8  # rows from which one compiled step takes every row count (`any_rows`): with fewer,
-# oneDNN's fixed cost a call exceeds a small map's whole matmul, so steps of fixed small row counts
-# might run on plain matmuls (benchmarks/detail/decode_speed.md); not yet: Inductor reads its
-# `cpp.weight_prepack` once per process, at the first compile (`freezing_patterns.lazy_init`)
+ANY_COUNT_FROM = 8  # rows from which one compiled step takes every row count (`any_rows`); with fewer,
+# oneDNN's fixed cost a call exceeds a small map's whole matmul, so those steps run on plain matmuls
+# (`_packed`, benchmarks/detail/decode_speed.md)
 FIRST_STEP_ROWS = 2  # rows up to which a search's first step is compiled too (see the module's text)
 FEWEST_ROWS = 2  # a compiled step runs at, at least: the rows of the cache's buffers are a dynamic
 # dimension of the step, which export cannot take one long. A beam search's last sentence steps on
@@ -369,8 +369,14 @@ def _kind(step: _Step, inputs: tuple) -> store.Kind:
     scores = args[0] if args else None
     beams = scores.size(1) if isinstance(scores, Tensor) and scores.dim() == 2 else 0
     rows, first = last_tokens.size(0), table.size(0) == 1
-    return store.Kind(0 if _takes_any_count(rows, first) else rows, step.output_name, ancestors is not None,
-                      first, beams)
+    rows = 0 if _takes_any_count(rows, first) else rows
+    return store.Kind(rows, step.output_name, ancestors is not None, first, beams, _packed(rows))
+
+
+def _packed(rows: int) -> bool:
+    """Whether a step of `rows` rows (0: any count) packs its weights for oneDNN (`store.Kind.packed`):
+    from `ANY_COUNT_FROM` rows on; below, plain matmuls are faster (benchmarks/detail/decode_speed.md)."""
+    return rows == 0 or rows >= ANY_COUNT_FROM
 
 
 def _takes_any_count(rows: int, first: bool) -> bool:
@@ -413,7 +419,8 @@ def _ahead(step: _Step, kind: store.Kind, inputs: tuple) -> list[tuple[store.Kin
     least = any_rows(r)  # one step for all the counts from it on, exported from inputs of another count
     counts = {min(n, least) for n in counts} - ({least} if not kind.first and not kind.rows else set())
     example = {n: _example_count(step, r) if n == least else n for n in counts}
-    return [(replace(later, rows=0 if n == least else n * r),
+    rows = {n: 0 if n == least else n * r for n in counts}
+    return [(replace(later, rows=rows[n], packed=_packed(rows[n])),
              functools.partial(_with_rows, inputs, example[n], r, later.traced))
             for n in sorted(counts, reverse=True)]
 

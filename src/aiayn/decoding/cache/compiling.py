@@ -48,7 +48,7 @@ def _build_into(tmp: Path, entry: Path, fields: dict[str, Any], module: nn.Modul
         with gate.tracing():  # alone in the process: no other thread runs a model meanwhile
             exported = torch.export.export(module, inputs, dynamic_shapes=dynamic, strict=False)
             check_sizes(exported, fields["rows"], _named_ranges(dynamic))
-            with _setting(inductor_config, "freezing", True):
+            with _setting(inductor_config, "freezing", True), packing(fields.get("packed", True)):
                 torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp / PACKAGE))
         path = _library_alone(tmp / PACKAGE) if str(fields["machine"]["device"]).startswith("cpu") \
             else tmp / PACKAGE
@@ -176,6 +176,43 @@ def _library_alone(package: Path) -> Path:
             shutil.copyfileobj(source, target, 1 << 20)
     package.unlink()
     return package.with_name(LIBRARY)
+
+
+@contextlib.contextmanager
+def packing(packed: bool) -> Iterator[None]:
+    """Compile with the weights of float matmuls packed for oneDNN (Inductor's default with freezing on
+    a CPU) or, if not `packed`, left for plain matmuls. Inductor registers its packing rewrites once
+    per process, at its first freezing compile, if `cpp.weight_prepack` is on then, and applies them
+    to every later compile: so the rewrite of float linears (`_PACKS_LINEAR`) is registered first and
+    taken out of its pass while this compile runs (one compile at a time: `tracing.gate`); the others
+    (int8's, ...) stay. A private part of Inductor: tests/decoding/test_compiled.py fails loudly if a
+    torch upgrade moves it (the steps would then be packed, slower for a few rows, the same outputs)."""
+    if packed:
+        yield
+        return
+    from torch._inductor import config as inductor_config
+    from torch._inductor.fx_passes import freezing_patterns
+
+    freezing_patterns.lazy_init()
+    saved = [(entries, list(entries)) for matcher in freezing_patterns.pass_patterns
+             for entries in matcher.patterns.values()]
+    for entries, _ in saved:
+        entries[:] = [entry for entry in entries if not packs_linear(entry)]
+    try:  # the setting off too: Inductor's caches of compiled graphs tell the two compiles apart by it
+        with _setting(inductor_config.cpp, "weight_prepack", False):
+            yield
+    finally:
+        for entries, original in saved:
+            entries[:] = original
+
+
+_PACKS_LINEAR = ("torch._inductor.fx_passes.mkldnn_fusion", "linear")  # the rewrite's module and name
+
+
+def packs_linear(entry: Any) -> bool:
+    """Whether a pattern entry of Inductor's freezing passes is its rewrite packing float linears."""
+    handler = getattr(entry, "handler", None)
+    return (getattr(handler, "__module__", None), getattr(handler, "__name__", None)) == _PACKS_LINEAR
 
 
 @contextlib.contextmanager

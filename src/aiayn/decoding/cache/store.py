@@ -118,13 +118,16 @@ class Kind:
     traced: bool  # reads beams' histories through a table (beam search), or its own rows (greedy)
     first: bool = False  # a search's first step: one position (static), where the others take 2 or more
     beams: int = 0  # the beam size of a score function's inputs (scores (B/K, K), static), 0 without
+    packed: bool = True  # on a CPU, its weights packed for oneDNN's matmul; else plain (MKL's): faster
+    # for a few rows (`compiled.ANY_COUNT_FROM`), where oneDNN's fixed cost a call exceeds the matmul
 
 
 def entry_fields(weights: str, kind: Kind, sample: Tensor) -> dict[str, Any]:
     """Everything that changes a compiled step, as the entry records it."""
     return {"weights": weights, "code": code_digest(), "torch": torch.__version__,
             "machine": machine(sample.device), "dtype": str(sample.dtype), "rows": kind.rows,
-            "output": kind.output, "traced": kind.traced, "first": kind.first, "beams": kind.beams}
+            "output": kind.output, "traced": kind.traced, "first": kind.first, "beams": kind.beams,
+            "packed": kind.packed}
 
 
 def describe(fields: dict[str, Any]) -> str:
