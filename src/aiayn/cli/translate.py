@@ -92,9 +92,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 WHOLE_FILES = (".html", ".htm", ".srt", ".docx")
-LONG_INPUT = 150_000  # lines of an --input file from which compiling the decoder step repays itself,
-# for a model not compiled before: compiling its steps for the default batches takes minutes once,
-# and saves about a millisecond a sentence (benchmarks/detail/decode_speed.md, "Compiled by default")
+LONG_INPUT = 40_000  # lines of an --input file from which compiling the decoder step repays itself,
+# for a model not compiled before: compiling a beam search's steps takes tens of seconds once, and
+# saves about a millisecond a sentence (benchmarks/detail/decode_speed.md, "When compiling repays")
 
 
 def _pytorch(args: argparse.Namespace) -> bool:
