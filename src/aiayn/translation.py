@@ -31,6 +31,7 @@ import torch
 from aiayn import allocator, checkpoint
 from aiayn import config as cfg
 from aiayn.decoding.constrained import Steer
+from aiayn.decoding.tracing import gate
 from aiayn.decoding.translator import Translation, translate_ids
 from aiayn.interop import marian
 from aiayn.model import Transformer
@@ -611,7 +612,8 @@ def attention_view(model: Transformer, tokenizer: Tokenizer, sentence: str, tran
     tgt_in = [c.bos_id if start is None else start] + translation.tokens
     device = next(model.parameters()).device
     src, tgt = torch.tensor([src_ids], device=device), torch.tensor([tgt_in], device=device)
-    _, maps = model.attention_maps(src, tgt)
+    with gate.running():  # a server's other thread may be compiling a step
+        _, maps = model.attention_maps(src, tgt)
     kinds = {"encoder": maps.encoder, "decoder": maps.decoder, "cross": maps.cross}
     return AttentionView(sentence, translation.text, tokenizer.pieces(src_ids, "source"),
                          tokenizer.pieces(tgt_in), tokenizer.pieces(translation.tokens + [c.eos_id]),

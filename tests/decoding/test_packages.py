@@ -199,7 +199,8 @@ def test_a_step_another_process_is_compiling_is_waited_for_and_loaded_not_compil
             if "waiting" in message:
                 waiting.set()
         steps = packages.Packages(model, lambda *_: kind, lambda inputs: (), notice)
-        return steps._load_or_build(kind, inputs)
+        steps._weights = store.weights_digest(model)  # as another process would: not behind this
+        return steps._load_or_build(kind, inputs)  # one's trace (`tracing.gate`), as a thread is
 
     with fails_if_hung():
         first = threading.Thread(target=process, args=(0,))
@@ -313,7 +314,8 @@ def test_a_second_translate_process_starts_from_the_cache_and_cache_clear_emptie
     info = capsys.readouterr().out
     assert f": {stored} compiled steps" in info and stored >= 1
     fields = [recorded["fields"] for _, recorded, _ in store.entries()]
-    assert info.count("beam search") == sum(f["output"].endswith(".candidates") for f in fields) >= 2
+    assert info.count("beam search") == sum(f["traced"] or f["output"].endswith(".candidates")
+                                            for f in fields) >= 2  # traced: constrained ones too
     assert info.count("beam search of beam 2") == sum(f["beams"] == 2 for f in fields) >= 1
     assert info.count("first step") == sum(f["first"] for f in fields) >= 1 and len(fields) == stored
     assert main(["cache", "clear"]) == 0 and f"removed {stored} compiled steps" in capsys.readouterr().out
@@ -537,6 +539,39 @@ def test_a_model_run_on_another_thread_while_a_step_compiles_is_not_traced_into_
         t.join(HANG_S)
     assert not failed and compiled_ == [eager[0]] and len(cache) == 1
     assert searched and all(tokens == eager[1] for tokens in searched)
+
+
+def test_the_weights_read_on_another_thread_while_the_model_is_exported_are_its_own(cache):
+    """Export puts fake tensors in the exported model's weights while it traces: another thread that
+    starts a search (reading the weights' versions) or asks whether the model was compiled before
+    (hashing the weights) meanwhile waits for the trace (`tracing.gate`), and reads the real ones."""
+    model = one_layer_model()
+    eager = [h.tokens for h in greedy_search(model, SRC, LIMITS)]
+    versions, done, failed, seen = compiled._versions(model), threading.Event(), [], []
+
+    def compile_():
+        try:
+            assert [h.tokens for h in greedy_search(model, SRC, LIMITS, step=CompiledStep(model))] == eager
+        except BaseException as e:  # noqa: BLE001 - reported below
+            failed.append(e)
+        finally:
+            done.set()
+
+    def read():
+        try:
+            while not done.is_set() or not seen:
+                seen.append(CompiledStep(model)._versions)
+                compiled.compiled_before(model)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            failed.append(e)
+
+    threads = [threading.Thread(target=compile_), threading.Thread(target=read)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(HANG_S)
+    assert not failed and len(cache) == 1
+    assert seen and all(v == versions for v in seen)
 
 
 def test_a_cache_others_may_write_is_refused_once_and_the_steps_compile_privately(cache, monkeypatch, capsys):

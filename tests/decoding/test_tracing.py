@@ -74,5 +74,8 @@ def test_a_trace_from_inside_a_call_of_the_same_thread_is_refused_not_deadlocked
     with gate.running(), pytest.raises(RuntimeError, match="traced from inside a model call"):
         with gate.tracing():
             pass
+    with gate.tracing(), pytest.raises(RuntimeError, match="or trace of the same thread"):
+        with gate.tracing():
+            pass
     with gate.tracing():  # the gate is left as it was
         pass

@@ -91,7 +91,8 @@ class CompiledStep(Step):
 
     def __init__(self, model: Transformer) -> None:
         super().__init__(model)
-        self._versions = _versions(model)  # the weights this search runs with
+        with gate.running():  # an export on another thread puts fakes in the model's weights meanwhile
+            self._versions = _versions(model)  # the weights this search runs with
         self._outputs: dict[Output, Callable] = {}
 
     def start(self, src: Tensor, max_lengths: Tensor, capacity: int) -> tuple[Tensor, Tensor, DecoderCache]:
@@ -352,8 +353,9 @@ def compiled_before(model: Transformer) -> bool:
     machine: translation then uses the compiled step without being asked (`translation.prepare`)."""
     if not store.entries():  # the common case, without hashing the weights
         return False
-    table = model.tgt_embed.weight  # the step's activations, and so its cache, are in its dtype
-    return store.stored(store.weights_digest(_Step(model, "log_probs")), table.dtype, table.device)
+    with gate.running():  # the weights read as they are, not as another thread's export fakes them
+        table = model.tgt_embed.weight  # the step's activations, and so its cache, are in its dtype
+        return store.stored(store.weights_digest(_Step(model, "log_probs")), table.dtype, table.device)
 
 
 def graphs(model: Transformer) -> list[store.Kind]:

@@ -34,6 +34,7 @@ from aiayn.decoding.cache.store import (
     weights_digest,
 )
 from aiayn.decoding.cache.verdict import Unloadable, known_unloadable, loads
+from aiayn.decoding.tracing import gate
 
 _tables = threading.Lock()  # Packages' tables, for the threads of a process sharing steps
 
@@ -86,7 +87,8 @@ class Packages:
 
     def _load_or_build(self, kind: Kind, inputs: tuple) -> Runner:
         if self._weights is None:
-            self._weights = weights_digest(self.module)
+            with gate.running():  # not while another thread's export has put fakes in the weights
+                self._weights = weights_digest(self.module)
         fields = entry_fields(self._weights, kind, inputs[1])
         entry = steps_dir() / entry_name(fields)
         alongside.wait(entry)  # being compiled in another process of ours: its result, or here
@@ -117,7 +119,8 @@ class Packages:
         self._compile_ahead(kind, inputs)  # meanwhile
         device = inputs[1].device
         if self.example is not None:
-            inputs = self.example(self.module, kind, inputs)
+            with gate.running():
+                inputs = self.example(self.module, kind, inputs)
         try:
             build(entry, fields, self.module, inputs, self.dynamic(inputs))
         except OSError as e:  # the cache cannot be written: compile for this process only
@@ -137,6 +140,10 @@ class Packages:
         needed itself if no other has started it."""
         if self.ahead is None or alongside.workers() == 0 or known_unloadable(inputs[1].device):
             return
+        with gate.running():  # it reads the module, and saves it for the other processes
+            self._submit_ahead(kind, inputs)
+
+    def _submit_ahead(self, kind: Kind, inputs: tuple) -> None:
         missing = []
         for other, make_inputs in self.ahead(self.module, kind, inputs):
             fields = entry_fields(self._weights, other, inputs[1])

@@ -31,17 +31,18 @@ class Gate:
     def running(self) -> Iterator[None]:
         """Run the model eagerly: waits while a trace runs or waits (unless this thread traces)."""
         depth = getattr(self._depth, "n", 0)
-        if depth == 0 and self._tracer != threading.get_ident():
+        counted = depth == 0 and self._tracer != threading.get_ident()
+        if counted:
             with self._changed:
                 while self._tracer is not None or self._waiting:
                     self._changed.wait()
                 self._running += 1
-        self._depth.n = depth + 1
         try:
+            self._depth.n = depth + 1
             yield
         finally:
             self._depth.n = depth
-            if depth == 0 and self._tracer != threading.get_ident():
+            if counted:
                 with self._changed:
                     self._running -= 1
                     self._changed.notify_all()
@@ -49,16 +50,17 @@ class Gate:
     @contextlib.contextmanager
     def tracing(self) -> Iterator[None]:
         """Trace (export, compile) alone: once no other thread runs or traces a model."""
-        if getattr(self._depth, "n", 0):
-            raise RuntimeError("a model is traced from inside a model call of the same thread")
+        if getattr(self._depth, "n", 0) or self._tracer == threading.get_ident():
+            raise RuntimeError("a model is traced from inside a model call or trace of the same thread")
         with self._changed:
             self._waiting += 1
             try:
                 while self._tracer is not None or self._running:
                     self._changed.wait()
+                self._tracer = threading.get_ident()
             finally:
                 self._waiting -= 1
-            self._tracer = threading.get_ident()
+                self._changed.notify_all()  # calls waiting behind this trace only, if it gave up
         try:
             yield
         finally:

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from aiayn.config import ConfigError
+from aiayn.decoding.tracing import gate
 from aiayn.explain.record import Embedded, EncoderLayerTrace, Trace, record
 from aiayn.explain.search import search_tree
 from aiayn.model import Transformer
@@ -93,7 +94,8 @@ def _positions(model: Transformer, n: int) -> dict[str, Any]:
     if model.config.positional == "learned":
         n = min(n, model.config.max_positions)
     weight = next(model.parameters())
-    return f32(model.positions(n, 0, torch.float32, weight.device))
+    with gate.running():
+        return f32(model.positions(n, 0, torch.float32, weight.device))
 
 
 def _embedded(e: Embedded) -> dict[str, Any]:
