@@ -506,6 +506,34 @@ def test_two_threads_compiling_two_steps_into_one_cache_at_once_both_store_and_l
     assert len(store.entries()) == 2 and len(cache) == 2
 
 
+def while_compiling(compile_, meanwhile) -> list[BaseException]:
+    """Run `compile_()` on one thread and `meanwhile()` over and over on another until it is done (once
+    at least); what either raised."""
+    done, failed, calls = threading.Event(), [], []
+
+    def first():
+        try:
+            compile_()
+        except BaseException as e:  # noqa: BLE001 - returned
+            failed.append(e)
+        finally:
+            done.set()
+
+    def second():
+        try:
+            while not done.is_set() or not calls:
+                calls.append(meanwhile())
+        except BaseException as e:  # noqa: BLE001 - returned
+            failed.append(e)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(HANG_S)
+    return failed
+
+
 def test_a_model_run_on_another_thread_while_a_step_compiles_is_not_traced_into_it(cache):
     """Tracing replaces `nn.Module.__call__` for the whole process: a search on another thread while
     a step compiles waits for the trace (`tracing.gate`) instead of being recorded into it, and both
@@ -514,29 +542,12 @@ def test_a_model_run_on_another_thread_while_a_step_compiles_is_not_traced_into_
     with torch.no_grad():
         models[1].output_proj.weight.mul_(-1)
     eager = [[h.tokens for h in greedy_search(m, SRC, LIMITS)] for m in models]
-    compiled_, failed, searched = [], [], []
-    done = threading.Event()
+    compiled_, searched = [], []
 
-    def compile_():
-        try:
-            compiled_.append(outputs(models[0]))
-        except BaseException as e:  # noqa: BLE001 - reported below
-            failed.append(e)
-        finally:
-            done.set()
+    def search():
+        searched.append([h.tokens for h in greedy_search(models[1], SRC, LIMITS)])
 
-    def search_eagerly():
-        try:
-            while not done.is_set() or not searched:
-                searched.append([h.tokens for h in greedy_search(models[1], SRC, LIMITS)])
-        except BaseException as e:  # noqa: BLE001 - reported below
-            failed.append(e)
-
-    threads = [threading.Thread(target=compile_), threading.Thread(target=search_eagerly)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(HANG_S)
+    failed = while_compiling(lambda: compiled_.append(outputs(models[0])), search)
     assert not failed and compiled_ == [eager[0]] and len(cache) == 1
     assert searched and all(tokens == eager[1] for tokens in searched)
 
@@ -547,30 +558,17 @@ def test_the_weights_read_on_another_thread_while_the_model_is_exported_are_its_
     (hashing the weights) meanwhile waits for the trace (`tracing.gate`), and reads the real ones."""
     model = one_layer_model()
     eager = [h.tokens for h in greedy_search(model, SRC, LIMITS)]
-    versions, done, failed, seen = compiled._versions(model), threading.Event(), [], []
+    versions, compiled_, seen = compiled._versions(model), [], []
 
     def compile_():
-        try:
-            assert [h.tokens for h in greedy_search(model, SRC, LIMITS, step=CompiledStep(model))] == eager
-        except BaseException as e:  # noqa: BLE001 - reported below
-            failed.append(e)
-        finally:
-            done.set()
+        compiled_.append([h.tokens for h in greedy_search(model, SRC, LIMITS, step=CompiledStep(model))])
 
     def read():
-        try:
-            while not done.is_set() or not seen:
-                seen.append(CompiledStep(model)._versions)
-                compiled.compiled_before(model)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            failed.append(e)
+        seen.append(CompiledStep(model)._versions)
+        compiled.compiled_before(model)
 
-    threads = [threading.Thread(target=compile_), threading.Thread(target=read)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(HANG_S)
-    assert not failed and len(cache) == 1
+    failed = while_compiling(compile_, read)
+    assert not failed and compiled_ == [eager] and len(cache) == 1
     assert seen and all(v == versions for v in seen)
 
 
