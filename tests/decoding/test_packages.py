@@ -534,42 +534,31 @@ def while_compiling(compile_, meanwhile) -> list[BaseException]:
     return failed
 
 
-def test_a_model_run_on_another_thread_while_a_step_compiles_is_not_traced_into_it(cache):
-    """Tracing replaces `nn.Module.__call__` for the whole process: a search on another thread while
-    a step compiles waits for the trace (`tracing.gate`) instead of being recorded into it, and both
-    give what they give alone."""
+def test_another_thread_waits_for_a_trace_to_run_a_model_or_read_its_weights(cache):
+    """While a step is exported, torch replaces `nn.Module.__call__` for the whole process and puts
+    fake tensors in the exported model's weights: another thread's search (of another model) waits for
+    the trace (`tracing.gate`) instead of being recorded into it, and so does a thread starting a search
+    of the model being exported (reading its weights' versions) or asking whether it was compiled
+    before (hashing them): each gets what it gets alone."""
     models = [one_layer_model(), one_layer_model()]
     with torch.no_grad():
         models[1].output_proj.weight.mul_(-1)
     eager = [[h.tokens for h in greedy_search(m, SRC, LIMITS)] for m in models]
-    compiled_, searched = [], []
-
-    def search():
-        searched.append([h.tokens for h in greedy_search(models[1], SRC, LIMITS)])
-
-    failed = while_compiling(lambda: compiled_.append(outputs(models[0])), search)
-    assert not failed and compiled_ == [eager[0]] and len(cache) == 1
-    assert searched and all(tokens == eager[1] for tokens in searched)
-
-
-def test_the_weights_read_on_another_thread_while_the_model_is_exported_are_its_own(cache):
-    """Export puts fake tensors in the exported model's weights while it traces: another thread that
-    starts a search (reading the weights' versions) or asks whether the model was compiled before
-    (hashing the weights) meanwhile waits for the trace (`tracing.gate`), and reads the real ones."""
-    model = one_layer_model()
-    eager = [h.tokens for h in greedy_search(model, SRC, LIMITS)]
-    versions, compiled_, seen = compiled._versions(model), [], []
+    versions, compiled_, searched, seen = compiled._versions(models[0]), [], [], []
 
     def compile_():
-        compiled_.append([h.tokens for h in greedy_search(model, SRC, LIMITS, step=CompiledStep(model))])
+        step = CompiledStep(models[0])
+        compiled_.append([h.tokens for h in greedy_search(models[0], SRC, LIMITS, step=step)])
 
-    def read():
-        seen.append(CompiledStep(model)._versions)
-        compiled.compiled_before(model)
+    def meanwhile():
+        searched.append([h.tokens for h in greedy_search(models[1], SRC, LIMITS)])
+        seen.append(CompiledStep(models[0])._versions)
+        compiled.compiled_before(models[0])
 
-    failed = while_compiling(compile_, read)
-    assert not failed and compiled_ == [eager] and len(cache) == 1
-    assert seen and all(v == versions for v in seen)
+    failed = while_compiling(compile_, meanwhile)
+    assert not failed and compiled_ == [eager[0]] and len(cache) == 1
+    assert searched and all(tokens == eager[1] for tokens in searched)
+    assert all(v == versions for v in seen)
 
 
 def test_a_cache_others_may_write_is_refused_once_and_the_steps_compile_privately(cache, monkeypatch, capsys):
