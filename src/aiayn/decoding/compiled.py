@@ -241,8 +241,8 @@ def _run(step: packages.Packages, eager: Callable, model: Transformer, last_toke
         table = model.positions(position + 1, 0, layers[0].k.dtype, layers[0].k.device)  # (L, D)
     if cache.mask_of is not src:  # the same source every step, until sentences leave the batch
         cache.mask, cache.mask_of = padding_mask(src, model.config.pad_id), src
-    out = step(  # not gated: it may compile (`tracing`); a compiled step is no module call
-last_tokens.contiguous(), table, [kv.k for kv in layers], [kv.v for kv in layers],
+    # not gated: it may compile (`tracing`); a compiled step's call is no module call
+    out = step(last_tokens.contiguous(), table, [kv.k for kv in layers], [kv.v for kv in layers],
                cache.ancestors, cache.cross_attn, cache.mask, *args)
     for kv in layers:
         kv.length += 1

@@ -2,14 +2,15 @@
 
 While torch traces a module (`torch.export`, and Inductor's lowering inside AOTInductor's compile),
 it replaces `torch.nn.Module.__call__` and `__getattr__` for the whole process, not for its own
-thread: a model run meanwhile by another thread is recorded into that trace, and both fail ("Unexpected
-key ..." from the tracer's module stack). So the searches run their eager model calls inside
-`gate.running()`, any number of threads at once, and a compile traces inside `gate.tracing()`, alone:
-it waits for the calls under way (a step, milliseconds), and calls that come later wait for it. A
-compiled step's own call is not a module call and needs no gate. Steps compiled alongside, in other
-processes (`cache.alongside`), stop nothing here.
+thread, and export puts fake tensors in the traced module's weights: a model run meanwhile by
+another thread is recorded into that trace, and both fail ("Unexpected key ..." from the tracer's
+module stack), and the traced model's weights read meanwhile are the fakes. So the searches run their
+eager model calls, and read a model's weights, inside `gate.running()`, any number of threads at
+once, and a compile traces inside `gate.tracing()`, alone: it waits for the calls under way (a step,
+milliseconds), and calls that come later wait for it. A compiled step's own call is not a module
+call and needs no gate. Steps compiled alongside, in other processes (`cache.alongside`), stop
+nothing here.
 """
-
 from __future__ import annotations
 
 import contextlib
