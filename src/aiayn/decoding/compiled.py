@@ -355,7 +355,8 @@ def compiled_before(model: Transformer) -> bool:
         return False
     with gate.running():  # the weights read as they are, not as another thread's export fakes them
         table = model.tgt_embed.weight  # the step's activations, and so its cache, are in its dtype
-        return store.stored(store.weights_digest(_Step(model, "log_probs")), table.dtype, table.device)
+        weights = store.weights_digest(_Step(model, "log_probs"))
+    return store.stored(weights, table.dtype, table.device)
 
 
 def graphs(model: Transformer) -> list[store.Kind]:
