@@ -308,14 +308,13 @@ class DecodeConfig:
            "truncated); 0: the model's own limit (--max-len of its training, or its learned positions)",
         bounds=">= 0")
     compile: bool = _opt(
-        False, "run each decoder step compiled by TorchInductor ahead of time: each batch size it runs at "
-               "(powers of two, finer above 64 sentences) compiles for tens of seconds once per model and "
-               "machine, kept on disk for later processes ($AIAYN_CACHE_DIR, `aiayn cache`); then decoding is"
-               " faster (benchmarks/detail/decode_speed.md), with the same translations up to float "
-               "rounding; with "
-               "--int8, on int8 matmuls (fastest on CPUs with AMX or VNNI units). --no-compile: never. "
-               "Neither given: compiled if this model has been compiled on this machine before, or (aiayn "
-               "translate) the --input file is long enough to repay compiling")
+        False, "run each decoder step compiled by TorchInductor ahead of time: a search's steps (one for "
+               "batches of 8 rows or more, one each for fewer) compile for tens of seconds once per model "
+               "and machine, kept on disk for later processes ($AIAYN_CACHE_DIR, `aiayn cache`); then "
+               "decoding is faster (benchmarks/detail/decode_speed.md), with the same translations up to "
+               "float rounding; with --int8, on int8 matmuls (fastest on CPUs with AMX or VNNI units). "
+               "--no-compile: never. Neither given: compiled if this model has been compiled on this "
+               "machine before, or (aiayn translate) the --input file is long enough to repay compiling")
 
     def __post_init__(self) -> None:
         _check_fields(self)

@@ -55,6 +55,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                         "says (a constraint)")
     add_direction_options(p)
     add_inference_options(p)
+    compile_ = next(a for a in p._actions if a.dest == "compile")
+    compile_.help = compile_.help.replace("(default: auto)", f"(default: auto: compiled if cached, or for an "
+                                                             f"--input of {LONG_INPUT:,} lines or more)")
 
 
 def run(args: argparse.Namespace) -> int:

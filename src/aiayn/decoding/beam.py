@@ -137,9 +137,14 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
     last = tokens[:, 0, 0]  # (B*R,): each decoder row's last token
     final = Finished(b, k, width, c.pad_id, device)
     beam_rows = torch.arange(b, device=device)[:, None] * k  # (B, 1): each sentence's first row
+    # Which sentences are done changes only when a hypothesis finishes or a sentence reaches its
+    # limit: between such steps, nothing is checked (a lone sentence's search is mostly such steps).
+    first_limit = int(limits.min())  # the first step at which a sentence must end
+    never = torch.zeros(b, dtype=torch.bool, device=device)  # (B,): at_limit before that step
+    done, stay_done = never, False  # (B,): which are done; whether any done one stays in the batch
 
     for position in range(width - 1):
-        at_limit = limits <= position  # (B,): max_lengths tokens made, eos must follow
+        at_limit = limits <= position if position >= first_limit else never  # (B,): eos must follow
         if constraints is None:
             cand_scores, cand_beams, cand_tokens, ended, kept, scores, beams, new = step.scored(
                 last, src, cache, candidates, scores, at_limit, only_eos)  # (B, 2K) x 3, (B, K) x 5
@@ -150,7 +155,7 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
 
         # Candidates ending in eos among the first K ranks are finished; the best K others live on.
         lp = _penalty(position + 1, alpha, penalty)
-        final.add(active, tokens, cand_beams[:, :k], cand_scores[:, :k], ended, lp, c.eos_id)
+        finished = final.add(active, tokens, cand_beams[:, :k], cand_scores[:, :k], ended, lp, c.eos_id)
         tokens = torch.cat([tokens.gather(1, beams[:, :, None].expand(-1, -1, tokens.size(2))),
                             new[:, :, None]], dim=2)  # (B, K, L+1)
         if watch is not None:
@@ -160,18 +165,22 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
         else:
             cache.reorder((beam_rows + beams).flatten())  # (B*K,)
 
-        done = final.full(active) | at_limit  # (B,)
-        if done.all():
-            break
-        keep = step.rows_to_keep(done, k)  # (B',) or None: finished sentences leave the batch
-        if keep is not None:
-            active, limits, scores, tokens, new, done = (
-                x[keep] for x in (active, limits, scores, tokens, new, done))
-            src, beam_rows = src.index_select(0, keep), beam_rows[:len(keep)]
-            cache.select(keep)
-            if constraints is not None:
-                constraints.select(keep)
-        scores.masked_fill_(done[:, None], NEG_INF)  # finished ones that stay: nothing they make is kept
+        if finished or position >= first_limit:
+            done = final.full(active) | at_limit  # (B,)
+            if done.all():
+                break
+            keep = step.rows_to_keep(done, k)  # (B',) or None: finished sentences leave the batch
+            if keep is not None:
+                active, limits, scores, tokens, new, done = (
+                    x[keep] for x in (active, limits, scores, tokens, new, done))
+                src, beam_rows = src.index_select(0, keep), beam_rows[:len(keep)]
+                cache.select(keep)
+                if constraints is not None:
+                    constraints.select(keep)
+                first_limit, never = int(limits.min()), never[keep]
+            stay_done = bool(done.any())
+        if stay_done:  # finished sentences that stay: nothing they make is kept
+            scores.masked_fill_(done[:, None], NEG_INF)
         last = new.flatten()  # (B*K,)
     return final.best(nbest, c.eos_id, c.pad_id)[:n]
 
@@ -186,11 +195,11 @@ class Finished:
         self.pad_id = pad_id
 
     def add(self, sentences: Tensor, tokens: Tensor, beams: Tensor, log_probs: Tensor, ended: Tensor,
-            penalty: float, eos_id: int) -> None:
+            penalty: float, eos_id: int) -> bool:
         """Merge candidates (B, K) of `sentences` (B,) where `ended`: each the live hypothesis `beams`
-        (B, K) names in `tokens` (B, K, L, without eos), ending in eos."""
+        (B, K) names in `tokens` (B, K, L, without eos), ending in eos. -> whether any ended."""
         if not ended.any():
-            return
+            return False
         parents = tokens.gather(1, beams[:, :, None].expand(-1, -1, tokens.size(2)))  # (B, K, L)
         b, k, length = parents.shape
         scores = torch.where(ended, log_probs / penalty, NEG_INF)  # (B, K)
@@ -203,6 +212,7 @@ class Finished:
         self.log_probs[sentences] = torch.cat([self.log_probs[sentences], log_probs], 1).gather(1, order)
         all_tokens = torch.cat([self.tokens[sentences], candidates], dim=1)  # (B, 2K, width + 1)
         self.tokens[sentences] = all_tokens.gather(1, order[:, :, None].expand(-1, -1, all_tokens.size(2)))
+        return True
 
     def full(self, sentences: Tensor) -> Tensor:
         """Which of `sentences` have K finished hypotheses. -> (B,)"""
