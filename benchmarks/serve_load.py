@@ -255,14 +255,15 @@ class Connection:
 
 
 @contextlib.contextmanager
-def serve(model: str, threads: int, batching: bool, options: tuple[str, ...] = (), log: IO | None = None
-          ) -> Iterator[str]:
-    """`aiayn serve` in a process of its own on a free port of 127.0.0.1 (`log`: where its output
-    goes), once ready; -> its URL."""
+def serve(model: str | list[str], threads: int, batching: bool, options: tuple[str, ...] = (),
+          log: IO | None = None) -> Iterator[str]:
+    """`aiayn serve` of a model (or several) in a process of its own on a free port of 127.0.0.1
+    (`log`: where its output goes), once ready; -> its URL."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    command = [sys.executable, "-m", "aiayn", "serve", model, "--host", "127.0.0.1", "--port", str(port),
+    models = [model] if isinstance(model, str) else list(model)
+    command = [sys.executable, "-m", "aiayn", "serve", *models, "--host", "127.0.0.1", "--port", str(port),
                "--threads", str(threads), "--device", "cpu", "--max-queue", "100000"]
     server = subprocess.Popen(command + ([] if batching else ["--no-batching"]) + list(options), stdout=log,
                               stderr=log)

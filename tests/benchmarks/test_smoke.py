@@ -81,3 +81,14 @@ def test_constraints_benchmark_measures_constraints_and_a_glossary(trained_run):
     assert "| 1 per sentence | " in done.stdout and "| 3 per sentence | " in done.stdout
     assert "| with | " in done.stdout
     assert "| best translation begins with its prefix, token for token | 20 of 20 |" in done.stdout
+
+
+def test_multilingual_serve_benchmark_offers_and_translates_every_trained_pair(data_dir):
+    """`multilingual_serve.py`: one multilingual model (en-de, de-en, en-cs) served; libretranslatepy
+    is offered its three pairs and gets a translation in each."""
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "multilingual_serve.py"), "--smoke"],
+                          capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| one multilingual model | 3 | 3 | " in done.stdout
+    assert {"en->de", "de->en", "en->cs"} <= {line.split(": ")[1] for line in done.stderr.splitlines()
+                                             if line.startswith("one multilingual model: ")}
