@@ -13,12 +13,12 @@ from .conftest import free_port, serving
 
 
 def test_no_request_compiles_after_ready(trained_run, compiled_cache):
-    """Searches of 1 or 2 sentences (the steps of tests/cli's compiled search of 2 sentences)."""
-    translator = load_translator(trained_run, device="cpu", compile=True, beam_size=2, batch_size=2)
+    """Searches of one sentence (the steps of tests/cli's compiled search, one sentence at a time)."""
+    translator = load_translator(trained_run, device="cpu", compile=True, beam_size=2, batch_size=1)
     with serving([translator]) as url:
         compiled = graphs(translator.model)
         assert compiled  # the warm-up compiled
-        for n in (1, 6, 3, 5):  # searches of 1 or 2 sentences, some finishing early
+        for n in (1, 6, 3, 5):  # requests of several sentences, each searched alone
             texts = [" ".join("abcdefgh"[: 1 + (i * 3) % 8]) for i in range(n)]
             answer = httpx.post(f"{url}/v1/translate", json={"text": texts}, timeout=HANG_S)
             assert answer.status_code == 200
