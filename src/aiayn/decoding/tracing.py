@@ -11,6 +11,7 @@ milliseconds), and calls that come later wait for it. A compiled step's own call
 call and needs no gate. Steps compiled alongside, in other processes (`cache.alongside`), stop
 nothing here.
 """
+
 from __future__ import annotations
 
 import contextlib
