@@ -341,17 +341,21 @@ class Translator:
 
     @property
     def compiled_steps(self) -> int:
-        """How many compiled decoder steps (one per kind of search and small row count, one for any
-        count from 8 rows) this translator holds."""
-        from aiayn.decoding.compiled import graphs
+        """How many compiled graphs this translator holds: decoder steps (one per kind of search and
+        small row count, one for any count from 8 rows) and lone sentences' whole beam searches (one
+        per beam size)."""
+        from aiayn.decoding import compiled, whole
 
-        return len(graphs(self.model)) if self.model is not None else 0
+        if self.model is None:
+            return 0
+        return len(compiled.graphs(self.model)) + len(whole.graphs(self.model))
 
     def warm_up(self) -> None:
-        """Translate once, and with a compiled decoder step, a batch starting at each compiled step that
-        batches of up to the batch size reach (`compiled.row_buckets`), of growing lengths so that its
-        search shrinks through the smaller ones: each step is loaded, or compiled, now. The largest
-        first: the steps its search shrinks through are compiled alongside (`cache.alongside`)."""
+        """Translate once (compiled: a lone sentence, its whole beam search, `decoding.whole`), and
+        with a compiled decoder step, a batch starting at each compiled step that batches of up to the
+        batch size reach (`compiled.row_buckets`), of growing lengths so that its search shrinks
+        through the smaller ones: each step is loaded, or compiled, now. The largest first: the steps
+        its search shrinks through are compiled alongside (`cache.alongside`)."""
         from aiayn.decoding.compiled import row_buckets
 
         self.translate(["warm up"])

@@ -92,7 +92,7 @@ class CompiledStep(Step):
     def __init__(self, model: Transformer) -> None:
         super().__init__(model)
         with gate.running():  # an export on another thread puts fakes in the model's weights meanwhile
-            self._versions = _versions(model)  # the weights this search runs with
+            self._versions = weight_versions(model)  # the weights this search runs with
         self._outputs: dict[Output, Callable] = {}
 
     def start(self, src: Tensor, max_lengths: Tensor, capacity: int) -> tuple[Tensor, Tensor, DecoderCache]:
@@ -322,20 +322,31 @@ _steps: WeakKeyDictionary[Transformer, dict[Output, tuple[tuple[int, ...], packa
 
 def _compiled(model: Transformer, output: Output, versions: tuple[int, ...]) -> packages.Packages:
     """The model's compiled step, kept on disk (`packages`). A package holds the weights as they were
-    when it was compiled: once a weight has changed in place (its `versions`, `_versions`), the step
+    when it was compiled: once a weight has changed in place (its `versions`, `weight_versions`), the step
     is compiled anew (an entry of its own, keyed by the new weights)."""
     steps = _steps.setdefault(model, {})
     known = steps.get(output)
     if known is None or known[0] != versions:
-        # The steps of one model's weights (greedy's and beam search's alike) share one table of
-        # the weights loaded, so that they keep one copy of them between them (`Packages._share`).
-        weights = next((step.weights for v, step in steps.values() if v == versions), None)
-        known = steps[output] = (versions, packages.Packages(_Step(model, output), _kind, _dynamic_shapes,
-                                                             weights=weights, ahead=_ahead, example=_example))
+        known = steps[output] = (versions, packages.Packages(
+            _Step(model, output), _kind, _dynamic_shapes, weights=weights_loaded(model, versions),
+            ahead=_ahead, example=_example))
     return known[1]
 
 
-def _versions(module: nn.Module) -> tuple[int, ...]:
+_weights: WeakKeyDictionary[Transformer, tuple[tuple[int, ...], dict]] = WeakKeyDictionary()
+
+
+def weights_loaded(model: Transformer, versions: tuple[int, ...]) -> dict:
+    """The table of the weights loaded with the compiled graphs of these weights of the model (its
+    steps, greedy's and beam search's alike, and its whole search, `whole`): they share it, so that
+    they keep one copy of the weights between them (`Packages._share`)."""
+    known = _weights.get(model)
+    if known is None or known[0] != versions:
+        known = _weights[model] = (versions, {})
+    return known[1]
+
+
+def weight_versions(module: nn.Module) -> tuple[int, ...]:
     """The version counter of every parameter (each in-place change bumps it), a shared one once per
     module that holds it. A walk of the module tree: `module.parameters()` cost a third of a
     millisecond per search, a search of one sentence a hundredth of its time."""

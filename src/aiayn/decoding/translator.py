@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from aiayn.config import ConfigError, DecodeConfig
 from aiayn.data.batching import pad
+from aiayn.decoding import whole
 from aiayn.decoding.beam import beam_search
 from aiayn.decoding.cache import verdict
 from aiayn.decoding.compiled import CompiledStep
@@ -46,7 +47,8 @@ def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
            generator: torch.Generator | None = None, steers: Sequence[Steer] | None = None
            ) -> list[list[Hypothesis]]:
     """The one place that picks the search: sampling, greedy (beam 1) or beam search; `steers`: what
-    each sentence's translation must hold (phrases, a prefix: beam search only)."""
+    each sentence's translation must hold (phrases, a prefix: beam search only). Compiled, a lone
+    sentence's beam search is one graph (`whole`), other searches run on compiled steps."""
     limits = output_limits(model, src, config.max_output_extra, config.max_output_len)
     constraints = None
     if steers is not None and any(s.phrases or s.prefix for s in steers):
@@ -59,6 +61,12 @@ def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
     if config.compile and not verdict.known_unloadable(src.device):
         drawn = generator.get_state() if generator is not None else None
         try:
+            if constraints is None and config.temperature == 0 and whole.takes(model, src, config.beam_size):
+                start = config.decoder_start if config.decoder_start >= 0 else model.config.bos_id
+                found = whole.search(model, src, int(limits[0]), config.beam_size, config.nbest,
+                                     config.length_penalty, config.penalty_form, start)
+                if found is not None:
+                    return found
             return _search(model, src, limits, config, generator, CompiledStep(model), constraints)
         except verdict.Unloadable:  # found out at its first compiled step: this batch again, eagerly
             if drawn is not None:

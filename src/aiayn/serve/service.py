@@ -361,7 +361,7 @@ def warm_up(translators: Iterable[Translator], config: ServeConfig) -> None:
     for translator in models.values():  # model's directions share one model: warmed once
         translator.warm_up()
         steps += translator.compiled_steps
-    held = f" ({steps} compiled decoder steps)" if steps else ""
+    held = f" ({steps} compiled graphs)" if steps else ""
     print(f"warmed up in {time.perf_counter() - started:.1f} s{held}", flush=True)
 
 

@@ -133,6 +133,8 @@ def entry_fields(weights: str, kind: Kind, sample: Tensor) -> dict[str, Any]:
 def describe(fields: dict[str, Any]) -> str:
     """What an entry's step is for, in words: '16 rows, beam search of beam 4', '2 rows, greedy, a
     search's first step'."""
+    if fields.get("output") == "whole-beam":  # decoding/whole.py
+        return f"one sentence's whole beam search of beam {fields.get('beams')}"
     search = "greedy"
     if fields.get("traced") or str(fields.get("output")).endswith(".candidates"):
         search = f"beam search of beam {fields['beams']}" if fields.get("beams") else "beam search"

@@ -1,0 +1,244 @@
+"""A lone sentence's whole beam search compiled as one graph (`--compile`, one sentence at a time).
+
+A sentence searched alone (a request, an application's call) spends a quarter of its time outside
+its compiled steps: the encoder eagerly, and Python choosing the beams, merging the finished
+hypotheses and moving the histories, every step (benchmarks/detail/decode_speed.md). Here the whole
+search is one AOTInductor graph: the encoder, the cross-attention keys and values, and the search's
+loop (`while_loop`) of the model's own decoder layers and beam.py's `candidates`, kept on disk as the
+steps are (`packages`), one per model and beam size.
+
+A graph's loop carries tensors of fixed shapes, so the search here is beam.py's written for them:
+- the K beams are K rows from the first step on (beam.py runs one until they fan out; the others
+  start at -inf, so they are never chosen before they differ);
+- each layer's keys and values fill buffers of a fixed width, and self-attention reads the filled
+  positions only (a mask). The loop copies its buffers every step, so they are kept short (`room`);
+  a search that outgrows them is searched again in its whole width. When beams take over others'
+  hypotheses, their buffers' rows are copied too;
+- the live token histories are (K, width), the finished hypotheses K of the same width, merged
+  with each step's finished candidates whether any ended or not (`Finished.add`'s maths, no branch);
+- the loop ends when K hypotheses are finished or the sentence reaches its length limit, as
+  beam.py's does; the length penalty of each length comes in as a table (`penalties`), computed as
+  beam.py computes it, so the graph holds no setting of the search but its beam size.
+Its results are beam.py's, in another order of floating-point operations (as the compiled steps').
+Not here: batches, constraints and prefixes, a watcher, sampling, relative positions (their
+self-attention reads its positions from the keys' length): those search with the steps.
+
+Shapes: K beams, S source length, C the graph's width (`room`, or less: bos, at most the limit's
+tokens, eos), V vocabulary, H heads, d d_k, D d_model.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from dataclasses import dataclass
+from weakref import WeakKeyDictionary
+
+import torch
+from torch import Tensor, nn
+from torch._higher_order_ops import while_loop
+from torch.export import Dim
+
+from aiayn.decoding import compiled, packages
+from aiayn.decoding.beam import NEG_INF, _penalty, candidates
+from aiayn.decoding.cache import compiling, store
+from aiayn.decoding.cache.verdict import Unloadable
+from aiayn.decoding.steps import Hypothesis, output_tokens
+from aiayn.decoding.tracing import gate
+from aiayn.model import Transformer
+from aiayn.model.masks import padding_mask
+
+OUTPUT = "whole-beam"  # `store.Kind.output` of the graph: a lone sentence's whole beam search
+
+
+def takes(model: Transformer, src: Tensor, beam_size: int) -> bool:
+    """Whether the whole search as one graph serves this search: one sentence (B = 1) of 2 to
+    `compiling.LARGEST` tokens, beam search, on a CPU, a model with absolute positions."""
+    return (src.size(0) == 1 and 2 <= src.size(1) <= compiling.LARGEST and beam_size > 1
+            and src.device.type == "cpu" and not model.config.relative_positions
+            and model not in _refused)
+
+
+def search(model: Transformer, src: Tensor, limit: int, beam_size: int, nbest: int, alpha: float,
+           penalty: str, start: int) -> list[list[Hypothesis]] | None:
+    """beam.beam_search of one sentence src (1, S), of at most `limit` output tokens, by the graph:
+    the `nbest` best hypotheses, best first; None where the model's search would not compile as one
+    graph (said once: the caller then searches on the compiled steps). The search runs in `room`
+    positions, and again in its whole width if it outgrows them."""
+    c, full = model.config, limit + 2
+    scores = torch.full((beam_size,), NEG_INF, device=src.device)
+    scores[0] = 0.0
+    for width in sorted({min(full, room(src.size(1))), full}):
+        with gate.running():  # the model's attributes are read through `nn.Module.__getattr__`
+            table = model.positions(max(width, src.size(1)), 0, model.tgt_embed.weight.dtype, src.device)
+        try:
+            *found, done = _graph(model)(src, table, _penalties(width, alpha, penalty), scores,
+                                         torch.tensor(limit), torch.tensor(start))
+        except Unloadable:  # no compiled graph loads here: the caller searches eagerly
+            raise
+        except Exception as e:  # a model whose search does not export or compile as one graph
+            _refused[model] = True
+            store.notice(f"aiayn: the whole search of one sentence did not compile ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0] if str(e) else ''}); searching with compiled steps")
+            return None
+        if done:
+            break
+    best = []
+    for s, lp, row in zip(*(t.tolist() for t in found), strict=True):
+        if s > NEG_INF and len(best) < nbest:
+            best.append(Hypothesis(output_tokens(row[1:], c.eos_id, c.pad_id), s, lp))
+    return [best]
+
+
+def room(source_length: int) -> int:
+    """The positions (bos included) that the graph's buffers hold at first for a source of this
+    length (eos included): a search's whole width (the limit's tokens, by default 50 more than the
+    source's) is mostly never reached, and the loop copies its buffers every step, so they are cut to
+    twice the source and 8 more. Of test_2016_flickr's 1,000 sentences (quickstart model, beam 4),
+    13 outgrow them and are searched again in their whole width; the others' searches take a
+    fifteenth less time."""
+    return 2 * source_length + 8
+
+
+@functools.lru_cache(maxsize=64)
+def _penalties(width: int, alpha: float, form: str) -> Tensor:
+    """(C,): the length penalty dividing a hypothesis finished at each position, as beam.py's."""
+    return torch.tensor([_penalty(p + 1, alpha, form) for p in range(width)], dtype=torch.float32)
+
+
+class WholeBeam(nn.Module):
+    """The traced search. The model is a submodule, so that freezing sees its weights as constants."""
+
+    def __init__(self, model: Transformer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, src: Tensor, table: Tensor, penalties: Tensor, scores: Tensor, limit: Tensor,
+                start: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """src (1, S); position encodings (max(C, S), D); penalties (C,); the beams' first scores (K,):
+        0 and -inf; limit (): most output tokens; start (): the decoder's first token
+        -> the K best finished hypotheses, best first: scores (K,), log-probabilities (K,), tokens
+        (K, C) from the start token to eos, padded (score -inf: none); and () whether the search
+        ended (K finished, or the limit reached), not stopped at the C positions it had."""
+        m, c = self.model, self.model.config
+        k, width, v = scores.size(0), penalties.size(0), c.vocab_size
+        mask = padding_mask(src, c.pad_id)  # (1, 1, 1, S)
+        x = m.embed(src, m.src_embed, encodings=table[:src.size(1)])  # (1, S, D)
+        memory = m.encoder(x, mask, False, None)[0]  # a lone sentence has no padding to leave out
+        cross = [tuple(t.clone() for t in layer.cross_attn.project_kv(memory))  # (1, H, S, d) each;
+                 for layer in m.decoder.layers]  # not views of one tensor: a loop's inputs may not alias
+        # Tensors the loop reads, made outside it (its body may make no constants).
+        positions = torch.arange(width, device=src.device)  # (C,)
+        only_eos = torch.full((v,), NEG_INF, device=src.device).index_fill(
+            0, torch.tensor([c.eos_id], device=src.device), 0.0)  # (V,): added at the length limit
+        never = torch.zeros(v, dtype=torch.bool, device=src.device).index_fill(
+            0, torch.tensor([c.pad_id, c.bos_id], device=src.device), True)  # (V,): never an output
+        eos, pad = torch.full_like(positions, c.eos_id), torch.full_like(positions, c.pad_id)
+        n = len(m.decoder.layers)
+
+        def go_on(i: Tensor, done: Tensor, *_: Tensor) -> Tensor:
+            return ~done & (i < width - 1)
+
+        def step(i: Tensor, done: Tensor, live: Tensor, last: Tensor, tokens: Tensor, final: Tensor,
+                 final_lp: Tensor, final_tokens: Tensor, *kv: Tensor) -> tuple[Tensor, ...]:
+            slots = _Slots([_Slot(kv[j], kv[n + j], i) for j in range(n)])
+            position = table.index_select(0, i.reshape(1))  # (1, D)
+            x = m.embed(last[:, None], m.tgt_embed, encodings=position)  # (K, 1, D)
+            filled = (positions <= i)[None, None, None, :]  # (1, 1, 1, C): the positions written
+            hidden, _ = m.decoder(x, filled, cross, mask, slots, need_weights=True)  # (K, 1, D)
+            log_probs = m.logits(hidden)[:, -1].float().log_softmax(-1).masked_fill(never, NEG_INF)  # (K, V)
+            at_limit = (i >= limit).reshape(1)
+            cand_scores, cand_beams, _, ended, _, live, beams, new = candidates(
+                log_probs, live, at_limit, only_eos)  # (1, 2K) x 3, (1, K) x 5
+            # Finished.add: the first K candidates that end in eos, merged with the finished ones.
+            ended_scores = torch.where(ended[0], cand_scores[0, :k] / penalties.index_select(0, i.reshape(1)),
+                                        NEG_INF)  # (K,)
+            at_next = positions == i + 1  # (C,): where this step's tokens go
+            ending = torch.where(at_next, eos, tokens.index_select(0, cand_beams[0, :k]))  # (K, C)
+            final, order = torch.cat([final, ended_scores]).topk(k)  # (K,)
+            final_lp = torch.cat([final_lp, cand_scores[0, :k]])[order]
+            final_tokens = torch.cat([final_tokens, ending])[order]
+            tokens = torch.where(at_next, new[0, :, None], tokens.index_select(0, beams[0]))  # (K, C)
+            keys = [s.k.index_select(0, beams[0]) for s in slots.self_attn]  # each beam's history
+            values = [s.v.index_select(0, beams[0]) for s in slots.self_attn]
+            done = (final[-1] > NEG_INF) | at_limit[0]  # K finished, or the limit reached
+            carried = (i + 1, done, live, new[0], tokens, final, final_lp, final_tokens, *keys, *values)
+            return tuple(t.clone() for t in carried)  # a loop's outputs may not alias its inputs
+
+        d_k = c.d_model // c.n_heads
+        begin = (torch.zeros((), dtype=torch.long, device=src.device),
+                 torch.zeros((), dtype=torch.bool, device=src.device),
+                 scores[None].clone(), start.expand(k).clone(),  # (1, K), (K,)
+                 torch.where(positions == 0, start, pad).expand(k, -1).clone(),  # (K, C)
+                 torch.full((k,), NEG_INF, device=src.device), torch.full((k,), NEG_INF, device=src.device),
+                 pad.expand(k, -1).clone(),
+                 *[memory.new_zeros(k, c.n_heads, width, d_k) for _ in range(2 * n)])
+        out = while_loop(go_on, step, begin)
+        return out[5], out[6], out[7], out[1]
+
+
+@dataclass
+class _Slot:
+    """One layer's history as the loop carries it: `append` returns new full-width buffers."""
+
+    k: Tensor  # (K, H, C, d)
+    v: Tensor
+    i: Tensor  # () the position written
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:  # (K, H, 1, d) each
+        at = self.i.reshape(1)
+        self.k, self.v = self.k.index_copy(2, at, k), self.v.index_copy(2, at, v)
+        return self.k, self.v
+
+
+@dataclass
+class _Slots:
+    self_attn: list[_Slot]  # what `Decoder.forward` reads of a cache
+
+
+_graphs: WeakKeyDictionary[Transformer, tuple[tuple[int, ...], packages.Packages]] = WeakKeyDictionary()
+_refused: WeakKeyDictionary[Transformer, bool] = WeakKeyDictionary()  # whose search did not compile
+
+
+def graphs(model: Transformer) -> list[store.Kind]:
+    """The whole searches this process holds for the model's current weights (one per beam size)."""
+    known = _graphs.get(model)
+    return [] if known is None else known[1].kinds()
+
+
+def _graph(model: Transformer) -> packages.Packages:
+    """The model's whole search, compiled for its current weights (anew once they change in place,
+    as the steps are), sharing the loaded weights with its compiled steps."""
+    with gate.running():
+        versions = compiled.weight_versions(model)
+    known = _graphs.get(model)
+    if known is None or known[0] != versions:
+        known = _graphs[model] = (versions, packages.Packages(
+            WholeBeam(model), _kind, _dynamic_shapes, weights=compiled.weights_loaded(model, versions),
+            example=_example))
+    return known[1]
+
+
+def _kind(module: WholeBeam, inputs: tuple) -> store.Kind:
+    """One graph per beam size (the scores' length), its weights plain (a few rows)."""
+    k = inputs[3].size(0)
+    return store.Kind(k, OUTPUT, traced=False, beams=k, packed=False)
+
+
+def _example(module: WholeBeam, kind: store.Kind, inputs: tuple) -> tuple:
+    """Inputs to export from: a source length and width that no other size has (export might take two
+    equal sizes for one), the call's values otherwise."""
+    src, table, penalties, scores, limit, start = inputs
+    c = module.model.config
+    taken = {1, scores.size(0), c.d_model, c.n_heads, c.d_model // c.n_heads, c.vocab_size}
+    length = next(n for n in itertools.count(3) if n not in taken)
+    width = next(n for n in itertools.count(length + 1) if n not in taken)
+    return (src.new_full((1, length), c.eos_id), table.new_zeros(width, table.size(1)),
+            penalties.new_ones(width), scores, limit.new_tensor(width - 2), start)
+
+
+def _dynamic_shapes(inputs: tuple) -> tuple:
+    """The source length and the width (positions of the table and the penalties: export ties them),
+    dynamic from 2 to `compiling.LARGEST`; the beams static."""
+    source, table, width = (Dim.DYNAMIC(min=2, max=compiling.LARGEST) for _ in range(3))
+    return ({1: source}, {0: table}, {0: width}, None, None, None)

@@ -1,0 +1,89 @@
+"""A lone sentence's whole beam search as one compiled graph (decoding/whole.py): beam.py's results."""
+
+import pytest
+import torch
+
+from aiayn.config import DecodeConfig
+from aiayn.decoding import beam_search, whole
+from aiayn.decoding.translator import search
+from tests.conftest import one_layer_model, random_ids
+
+pytestmark = pytest.mark.usefixtures("compiled_cache")
+
+
+def sentence(length: int, seed: int) -> torch.Tensor:
+    src = random_ids(1, length, seed=seed)
+    src[0, -1] = 3  # eos
+    return src
+
+
+def assert_same(found, eager):
+    assert found is not None
+    assert [[h.tokens for h in hyps] for hyps in found] == [[h.tokens for h in hyps] for hyps in eager]
+    for field in ("score", "log_prob"):
+        assert [getattr(h, field) for h in found[0]] == \
+            pytest.approx([getattr(h, field) for h in eager[0]], rel=1e-4, abs=1e-4)
+
+
+def test_the_whole_search_of_one_sentence_finds_what_beam_search_finds():
+    """Sources of 2 to 17 tokens, limits that force eos early or leave the search to end by itself,
+    both penalty forms, every n-best list length and another first token: one graph for them all,
+    the model's for its beam size."""
+    model = one_layer_model()
+    bos = model.config.bos_id
+    for length, seed in ((2, 1), (5, 2), (9, 3), (17, 4)):
+        src = sentence(length, seed)
+        for limit, nbest, alpha, form, start in ((1, 4, 0.6, "gnmt", bos), (4, 2, 1.0, "plain", 7),
+                                                 (2 * length + 6, 1, 0.6, "gnmt", bos)):
+            found = whole.search(model, src, limit, 4, nbest, alpha, form, start)
+            eager = beam_search(model, src, 4, nbest, alpha, form, torch.tensor([limit]), start=start)
+            assert_same(found, eager)
+    assert [(kind.output, kind.beams) for kind in whole.graphs(model)] == [(whole.OUTPUT, 4)]
+
+
+def test_translation_compiled_searches_a_lone_sentence_by_the_graph_and_batches_by_the_steps():
+    model = one_layer_model()
+    src = sentence(6, 5)
+    config = DecodeConfig(beam_size=4, nbest=2, compile=True, max_output_extra=10)
+    eager = beam_search(model, src, 4, 2, max_lengths=torch.tensor([6 + 10]))
+    assert_same(search(model, src, config), eager)
+    assert len(whole.graphs(model)) == 1
+    assert whole.takes(model, src, 4)
+    batch = torch.cat([src, src])
+    assert not whole.takes(model, batch, 4) and not whole.takes(model, src, 1)
+    assert not whole.takes(one_layer_model(relative_positions=4, positional="none"), src, 4)
+
+
+def test_a_search_that_outgrows_the_graphs_room_is_searched_again_in_its_whole_width(monkeypatch):
+    """Two positions of room and a limit of 20: the graph stops before the search ends, and the search
+    runs again in its width of 22 (beam.py's results); the graph's first call did not end."""
+    model = one_layer_model()
+    src = sentence(6, 6)
+    monkeypatch.setattr(whole, "room", lambda source_length: 3)
+    ran, graph = [], whole._graph(model)
+
+    def counted(*inputs):
+        ran.append(graph(*inputs))
+        return ran[-1]
+
+    monkeypatch.setattr(whole, "_graph", lambda model: counted)
+    found = whole.search(model, src, 20, 4, 2, 0.6, "gnmt", model.config.bos_id)
+    assert_same(found, beam_search(model, src, 4, 2, max_lengths=torch.tensor([20])))
+    assert [bool(outputs[-1]) for outputs in ran] == [False, True]
+    assert [outputs[2].size(1) for outputs in ran] == [3, 22]
+
+
+def test_a_model_whose_search_does_not_compile_as_one_graph_is_said_once_and_searched_on_the_steps(
+        monkeypatch, capsys):
+    model = one_layer_model(d_ff=96)  # weights of its own: its graph is not in the cache
+    src = sentence(5, 7)
+
+    def fails(self, src, table, penalties, scores, limit, start):
+        raise RuntimeError("cannot trace this\nmore lines")
+
+    monkeypatch.setattr(whole.WholeBeam, "forward", fails)
+    assert whole.search(model, src, 6, 4, 1, 0.6, "gnmt", model.config.bos_id) is None
+    err = capsys.readouterr().err
+    assert "the whole search of one sentence did not compile (RuntimeError: cannot trace this); " \
+           "searching with compiled steps" in err and "more lines" not in err
+    assert not whole.takes(model, src, 4)  # not tried again for this model
