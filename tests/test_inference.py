@@ -130,8 +130,8 @@ def test_int8_model_compiled_for_searches_translates_like_the_float_model(revers
     eager = [h.tokens for h in greedy_search(int8, src)]  # oneDNN int8 matmuls called directly
     assert sum(a == b.tokens for a, b in zip(eager, greedy_search(model, src), strict=True)) >= 90
     # Compiled beam search, 8 sentences whose translations have one length, which ends every search at
-    # once: one graph (beams of 3, 24 rows: the step for any count from 8 rows). Greedy search
-    # compiled: tests/cli's int8 test.
+    # once: one graph (beams of 3, 24 rows: the step for any count from 8 rows). A lone sentence's
+    # whole search compiled: tests/cli's int8 test.
     length, _ = Counter(len(tokens) for tokens in eager).most_common(1)[0]
     same = [i for i, tokens in enumerate(eager) if len(tokens) == length][:8]
     src, limits = src[same], torch.full((8,), length)

@@ -191,12 +191,13 @@ def test_translate_compiled_gives_the_translations_of_eager_search(trained_run, 
 
 def test_translate_int8_compiled_gives_the_float_translations_of_a_confident_model(
         trained_run, compiled_cache, capsys):
-    """Greedy search of an int8 model compiled: its first step and the later ones, at 2 rows (beam
-    search of an int8 model compiled: tests/test_inference.py)."""
+    """An int8 model compiled, one sentence at a time: its whole beam search as one graph (its steps
+    in batches: tests/test_inference.py)."""
     sentences = ["a b c", "d e f g h i"]
-    assert main(["translate", str(trained_run), *sentences, "--beam-size", "1", "--int8", "--compile"]) == 0
+    flags = ["--beam-size", "2", "--batch-size", "1"]
+    assert main(["translate", str(trained_run), *sentences, *flags, "--int8", "--compile"]) == 0
     int8 = capsys.readouterr().out
-    assert main(["translate", str(trained_run), *sentences, "--beam-size", "1", "--no-compile"]) == 0
+    assert main(["translate", str(trained_run), *sentences, *flags, "--no-compile"]) == 0
     assert int8 == capsys.readouterr().out and len(int8.splitlines()) == 2
     # compiled before: --int8 alone is compiled too; int8 itself is never chosen without --int8
     assert "int8 compiled" in load_translator(trained_run, int8=True).description

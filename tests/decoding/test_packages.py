@@ -148,6 +148,18 @@ def test_cache_prune_removes_only_what_another_aiayn_or_torch_made(tmp_path, mon
     assert sorted(p.name for p in root.iterdir()) == ["current"]
 
 
+def test_each_kind_of_step_is_described_in_words():
+    """What `aiayn cache info` and the compiling notices call an entry's step."""
+    def described(kind):
+        return store.describe(store.entry_fields("w" * 64, kind, torch.zeros(1)))
+
+    assert described(store.Kind(2, "logits", False, first=True)) == "2 rows, greedy, a search's first step"
+    assert described(store.Kind(0, "aiayn.decoding.beam.candidates", True, beams=4)) == \
+        "any number of rows, beam search of beam 4"
+    assert described(store.Kind(4, whole.OUTPUT, False, beams=4, packed=False)) == \
+        "one sentence's whole beam search of beam 4"
+
+
 def fake_compiler(monkeypatch, library=b"a library"):
     """AOTInductor replaced by a package holding `library`, as a CPU package holds its library."""
     def compile_(exported, package_path):
@@ -290,9 +302,10 @@ def aiayn(*args):
 
 def test_a_second_translate_process_starts_from_the_cache_and_cache_clear_empties_it(
         trained_run, compiled_cache, tmp_path, monkeypatch, capsys):
-    """In the compiling tests' cache (the first process compiles, unless an earlier test did: the
-    same step as tests/cli's); `aiayn cache` on a copy of it."""
-    args = ("translate", str(trained_run), "--compile", "--beam-size", "2", "a b c", "d e f g")
+    """In the compiling tests' cache (the first process compiles, unless an earlier test did: one
+    sentence at a time, the whole search of tests/cli's); `aiayn cache` on a copy of it."""
+    args = ("translate", str(trained_run), "--compile", "--beam-size", "2", "--batch-size", "1", "a b c",
+            "d e f g")
     first, second = aiayn(*args), aiayn(*args)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     assert first.stdout == second.stdout == "c b a\ng f e d\n"
@@ -313,12 +326,12 @@ def test_a_second_translate_process_starts_from_the_cache_and_cache_clear_emptie
     assert main(["cache", "info"]) == 0
     info = capsys.readouterr().out
     assert f": {stored} compiled steps" in info and stored >= 1
-    fields = [recorded["fields"] for _, recorded, _ in store.entries()]
+    fields = [recorded["fields"] for _, recorded, _ in store.entries()]  # which others: the tests' order
     assert info.count("beam search") == sum(f["traced"] or f["output"].endswith(".candidates")
                                             or f["output"] == whole.OUTPUT  # a lone sentence's
-                                            for f in fields) >= 2  # traced: constrained ones too
+                                            for f in fields) >= 1  # traced: constrained ones too
     assert info.count("beam search of beam 2") == sum(f["beams"] == 2 for f in fields) >= 1
-    assert info.count("first step") == sum(f["first"] for f in fields) >= 1 and len(fields) == stored
+    assert info.count("first step") == sum(f["first"] for f in fields) and len(fields) == stored
     assert main(["cache", "clear"]) == 0 and f"removed {stored} compiled steps" in capsys.readouterr().out
     assert main(["cache", "info"]) == 0 and ": 0 compiled steps, 0.0 MB" in capsys.readouterr().out
     assert list((tmp_path / "cache" / "steps").iterdir()) == []
@@ -327,7 +340,8 @@ def test_a_second_translate_process_starts_from_the_cache_and_cache_clear_emptie
 def test_translate_compiles_for_a_long_input_file_unless_refused(
         trained_run, compiled_cache, tmp_path, monkeypatch, capsys):
     """An --input file of LONG_INPUT lines or more repays compiling: the step is compiled without
-    --compile (said in one line); --no-compile refuses; a shorter file is not compiled for."""
+    --compile (said in one line); --no-compile refuses; a shorter file is not compiled for. (One
+    sentence at a time: the whole search of tests/cli's.)"""
     asked = []
     translator_for = cli_translate.translator_for
     monkeypatch.setattr(cli_translate, "translator_for", lambda args: asked.append(args.compile) or
@@ -336,8 +350,8 @@ def test_translate_compiles_for_a_long_input_file_unless_refused(
     (tmp_path / "in.txt").write_text("a b c\nd e f g\n")
     (tmp_path / "short.txt").write_text("a b c\n")
     for flags in ([], ["--no-compile"]):
-        assert main(["translate", str(trained_run), "--beam-size", "2", "-i", str(tmp_path / "in.txt"),
-                     *flags]) == 0
+        assert main(["translate", str(trained_run), "--beam-size", "2", "--batch-size", "1", "-i",
+                     str(tmp_path / "in.txt"), *flags]) == 0
         out, err = capsys.readouterr()
         assert out == "c b a\ng f e d\n"
         assert ("has 2 lines or more: the decoder step is compiled" in err) == (not flags)
