@@ -31,6 +31,9 @@ from aiayn.translation import load_translator
 from tests.conftest import HANG_S, fails_if_hung, one_layer_model, random_ids
 
 SRC, LIMITS = random_ids(2, 6, seed=5), torch.tensor([5, 7])  # one step: 2 rows
+# Most tests here compile the same step of the same weights into a cache of their own: the compiler's
+# work is done once and its package copied for the others (`inductor_once`).
+pytestmark = pytest.mark.usefixtures("inductor_once")
 
 
 def outputs(model):
