@@ -34,12 +34,13 @@ def inductor_once(monkeypatch):
     """AOTInductor's package for an exported step that it compiled before in this worker (the same
     program, weights and settings) is copied, not compiled again: for the tests of the cache around
     the compiler (tests/decoding/test_compiled.py tests what the compiler makes). Export, the cache's
-    building, storing, checking and loading all run. -> the packages compiled for real."""
+    building, storing, checking and loading all run; a test that changes Inductor in another way than
+    the builds' freezing and packing settings must not use it. -> the packages compiled for real."""
     compile_ = torch._inductor.aoti_compile_and_package
     compiled_now = []
 
     def once(exported, package_path, **options):
-        key = _digest(exported)
+        key = _digest(exported) + repr(sorted(options.items()))
         if key in _packages:
             Path(package_path).write_bytes(_packages[key])
             return package_path

@@ -4,7 +4,9 @@ import pytest
 import torch
 
 from aiayn.config import DecodeConfig
-from aiayn.decoding import beam_search, whole
+from aiayn.decoding import beam_search, translator, whole
+from aiayn.decoding.cache import compiling
+from aiayn.decoding.steps import Step, output_limits
 from aiayn.decoding.translator import search
 from tests.conftest import one_layer_model, random_ids
 
@@ -41,17 +43,51 @@ def test_the_whole_search_of_one_sentence_finds_what_beam_search_finds():
     assert [(kind.output, kind.beams) for kind in whole.graphs(model)] == [(whole.OUTPUT, 4)]
 
 
-def test_translation_compiled_searches_a_lone_sentence_by_the_graph_and_batches_by_the_steps():
+def test_searches_that_end_by_themselves_within_the_room_find_what_beam_search_finds(reverse_model):
+    """A trained model (it reverses letters) ends its searches long before their limits (the source's
+    length + 50), within the graph's first, shorter width (the whole search of tests/cli's)."""
+    model, tokenizer, sources = reverse_model
+    for line in sources[:12]:
+        src = torch.tensor([tokenizer.encode([line])[0] + [tokenizer.eos_id]])
+        limit = int(output_limits(model, src)[0])
+        found = whole.search(model, src, limit, 2, 2, 0.6, "gnmt", model.config.bos_id)
+        assert_same(found, beam_search(model, src, 2, 2, max_lengths=torch.tensor([limit])))
+        assert len(found[0][0].tokens) + 2 <= whole.room(src.size(1)) < limit + 2
+
+
+def test_translation_compiled_searches_a_lone_sentence_by_the_graph_and_leaves_others_to_the_steps():
     model = one_layer_model()
     src = sentence(6, 5)
     config = DecodeConfig(beam_size=4, nbest=2, compile=True, max_output_extra=10)
     eager = beam_search(model, src, 4, 2, max_lengths=torch.tensor([6 + 10]))
     assert_same(search(model, src, config), eager)
     assert len(whole.graphs(model)) == 1
-    assert whole.takes(model, src, 4)
+    assert whole.takes(model, src, 4, 16)
     batch = torch.cat([src, src])
-    assert not whole.takes(model, batch, 4) and not whole.takes(model, src, 1)
-    assert not whole.takes(one_layer_model(relative_positions=4, positional="none"), src, 4)
+    assert not whole.takes(model, batch, 4, 16) and not whole.takes(model, src, 1, 16)  # greedy
+    assert not whole.takes(one_layer_model(relative_positions=4, positional="none"), src, 4, 16)
+    assert not whole.takes(model, src, 4, compiling.LARGEST)  # wider than the graph takes
+
+
+def test_learned_positions_up_to_the_models_last_are_asked_for(monkeypatch):
+    """A model with learned positions: the limit is clamped to its table (`output_limits`), whose
+    positions the search's width goes one beyond (eos is never fed back); the graph is given the
+    positions it reads, and no more (here a stand-in graph: what it is given)."""
+    model = one_layer_model(positional="learned", max_positions=16)
+    src, given = sentence(6, 8), []
+    k, c = 4, model.config
+
+    def graph(src, table, penalties, scores, limit, start):
+        given.append((table.size(0), penalties.size(0)))
+        tokens = torch.full((k, penalties.size(0)), c.pad_id)
+        tokens[:, 0], tokens[:, 1] = start, c.eos_id
+        return torch.zeros(k), torch.zeros(k), tokens, torch.tensor(True)
+
+    graph.module, graph.kinds = whole.WholeBeam(model), lambda: []
+    monkeypatch.setattr(whole, "_graph", lambda model: graph)
+    limit = int(output_limits(model, src)[0])
+    assert limit == 15 and whole.search(model, src, limit, k, 1, 0.6, "gnmt", c.bos_id) is not None
+    assert given == [(16, 17)]  # room (2 x 6 + 8 = 20) beyond the width: the whole width at once
 
 
 def test_a_search_that_outgrows_the_graphs_room_is_searched_again_in_its_whole_width(monkeypatch):
@@ -66,6 +102,7 @@ def test_a_search_that_outgrows_the_graphs_room_is_searched_again_in_its_whole_w
         ran.append(graph(*inputs))
         return ran[-1]
 
+    counted.module, counted.kinds = graph.module, graph.kinds
     monkeypatch.setattr(whole, "_graph", lambda model: counted)
     found = whole.search(model, src, 20, 4, 2, 0.6, "gnmt", model.config.bos_id)
     assert_same(found, beam_search(model, src, 4, 2, max_lengths=torch.tensor([20])))
@@ -82,8 +119,12 @@ def test_a_model_whose_search_does_not_compile_as_one_graph_is_said_once_and_sea
         raise RuntimeError("cannot trace this\nmore lines")
 
     monkeypatch.setattr(whole.WholeBeam, "forward", fails)
-    assert whole.search(model, src, 6, 4, 1, 0.6, "gnmt", model.config.bos_id) is None
+    monkeypatch.setattr(translator, "CompiledStep", Step)  # the steps' search, without compiling them
+    config = DecodeConfig(beam_size=4, nbest=2, compile=True, max_output_len=6)
+    assert_same(search(model, src, config), beam_search(model, src, 4, 2, max_lengths=torch.tensor([6])))
     err = capsys.readouterr().err
     assert "the whole search of one sentence did not compile (RuntimeError: cannot trace this); " \
            "searching with compiled steps" in err and "more lines" not in err
-    assert not whole.takes(model, src, 4)  # not tried again for this model
+    assert not whole.takes(model, src, 4, 6)  # not tried again for this model
+    assert whole.search(model, src, 6, 4, 1, 0.6, "gnmt", model.config.bos_id) is None
+    assert capsys.readouterr().err.count("did not compile") == 1

@@ -19,7 +19,8 @@ A graph's loop carries tensors of fixed shapes, so the search here is beam.py's 
 - the loop ends when K hypotheses are finished or the sentence reaches its length limit, as
   beam.py's does; the length penalty of each length comes in as a table (`penalties`), computed as
   beam.py computes it, so the graph holds no setting of the search but its beam size.
-Its results are beam.py's, in another order of floating-point operations (as the compiled steps').
+Its results are beam.py's, in another order of floating-point operations (as the compiled steps';
+the width of the buffers changes that order too).
 Not here: batches, constraints and prefixes, a watcher, sampling, relative positions (their
 self-attention reads its positions from the keys' length): those search with the steps.
 
@@ -51,36 +52,44 @@ from aiayn.model.masks import padding_mask
 OUTPUT = "whole-beam"  # `store.Kind.output` of the graph: a lone sentence's whole beam search
 
 
-def takes(model: Transformer, src: Tensor, beam_size: int) -> bool:
+def takes(model: Transformer, src: Tensor, beam_size: int, limit: int) -> bool:
     """Whether the whole search as one graph serves this search: one sentence (B = 1) of 2 to
-    `compiling.LARGEST` tokens, beam search, on a CPU, a model with absolute positions."""
-    return (src.size(0) == 1 and 2 <= src.size(1) <= compiling.LARGEST and beam_size > 1
-            and src.device.type == "cpu" and not model.config.relative_positions
+    `compiling.LARGEST` tokens and a width (`limit` + 2) within it too, beam search, on a CPU, a
+    model with absolute positions whose search compiled."""
+    return (src.size(0) == 1 and 2 <= src.size(1) <= compiling.LARGEST and limit + 2 <= compiling.LARGEST
+            and beam_size > 1 and src.device.type == "cpu" and not model.config.relative_positions
             and model not in _refused)
 
 
 def search(model: Transformer, src: Tensor, limit: int, beam_size: int, nbest: int, alpha: float,
            penalty: str, start: int) -> list[list[Hypothesis]] | None:
-    """beam.beam_search of one sentence src (1, S), of at most `limit` output tokens, by the graph:
-    the `nbest` best hypotheses, best first; None where the model's search would not compile as one
-    graph (said once: the caller then searches on the compiled steps). The search runs in `room`
-    positions, and again in its whole width if it outgrows them."""
-    c, full = model.config, limit + 2
+    """beam.beam_search of one sentence src (1, S), of at most `limit` output tokens, by the graph
+    (`takes` says which): the `nbest` best hypotheses, best first; None where the model's search does
+    not export or compile as one graph (said once: the caller then searches on the compiled steps).
+    The search runs in `room` positions, and again in its whole width if it outgrows them."""
+    if not 1 <= nbest <= beam_size:
+        raise ValueError(f"nbest={nbest} must be between 1 and the beam size {beam_size}")
+    c, full, graph = model.config, limit + 2, _graph(model)
     scores = torch.full((beam_size,), NEG_INF, device=src.device)
     scores[0] = 0.0
     for width in sorted({min(full, room(src.size(1))), full}):
-        with gate.running():  # the model's attributes are read through `nn.Module.__getattr__`
-            table = model.positions(max(width, src.size(1)), 0, model.tgt_embed.weight.dtype, src.device)
-        try:
-            *found, done = _graph(model)(src, table, _penalties(width, alpha, penalty), scores,
-                                         torch.tensor(limit), torch.tensor(start))
-        except Unloadable:  # no compiled graph loads here: the caller searches eagerly
-            raise
-        except Exception as e:  # a model whose search does not export or compile as one graph
-            _refused[model] = True
-            store.notice(f"aiayn: the whole search of one sentence did not compile ({type(e).__name__}: "
-                         f"{str(e).splitlines()[0] if str(e) else ''}); searching with compiled steps")
-            return None
+        with gate.running():  # the model's attributes are read through `nn.Module.__getattr__`; the
+            table = model.positions(max(width - 1, src.size(1)), 0,  # loop reads positions < width - 1
+                                    model.tgt_embed.weight.dtype, src.device)
+        inputs = (src, table, _penalties(width, alpha, penalty), scores, torch.tensor(limit),
+                  torch.tensor(start))
+        if _kind(graph.module, inputs) in graph.kinds():  # loaded: an error is a bug, not a refusal
+            *found, done = graph(*inputs)
+        else:
+            try:
+                *found, done = graph(*inputs)
+            except Unloadable:  # no compiled graph loads here: the caller searches eagerly
+                raise
+            except Exception as e:  # a model whose search does not export or compile as one graph
+                _refused[model] = True
+                store.notice(f"aiayn: the whole search of one sentence did not compile ({type(e).__name__}"
+                             f": {str(e).splitlines()[0] if str(e) else ''}); searching with compiled steps")
+                return None
         if done:
             break
     best = []
@@ -155,9 +164,11 @@ class WholeBeam(nn.Module):
                                         NEG_INF)  # (K,)
             at_next = positions == i + 1  # (C,): where this step's tokens go
             ending = torch.where(at_next, eos, tokens.index_select(0, cand_beams[0, :k]))  # (K, C)
-            final, order = torch.cat([final, ended_scores]).topk(k)  # (K,)
-            final_lp = torch.cat([final_lp, cand_scores[0, :k]])[order]
-            final_tokens = torch.cat([final_tokens, ending])[order]
+            merged, order = torch.cat([final, ended_scores]).topk(k)  # (K,)
+            merging = ended.any()  # as Finished.add: the finished ones stay as they are otherwise
+            final = torch.where(merging, merged, final)
+            final_lp = torch.where(merging, torch.cat([final_lp, cand_scores[0, :k]])[order], final_lp)
+            final_tokens = torch.where(merging, torch.cat([final_tokens, ending])[order], final_tokens)
             tokens = torch.where(at_next, new[0, :, None], tokens.index_select(0, beams[0]))  # (K, C)
             keys = [s.k.index_select(0, beams[0]) for s in slots.self_attn]  # each beam's history
             values = [s.v.index_select(0, beams[0]) for s in slots.self_attn]
