@@ -18,7 +18,6 @@ import argparse
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -30,28 +29,10 @@ from aiayn import checkpoint
 from aiayn.data.corpora import load_corpus
 from aiayn.decoding.greedy import greedy_search
 from aiayn.decoding.steps import max_output_lengths
+from aiayn.decoding.whole import _Slot, _Slots  # a layer's history carried by the loop
 from aiayn.model.masks import padding_mask
 
 CAPACITY = 128  # positions of the buffers: the longest output (the source's length + 50) and bos
-
-
-@dataclass
-class _Slot:
-    """One layer's history as the loop carries it: `append` returns new full-capacity buffers."""
-
-    k: Tensor  # (1, H, CAPACITY, K)
-    v: Tensor
-    n: Tensor  # () the position written
-
-    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:  # (1, H, 1, K) each
-        at = self.n.reshape(1)
-        self.k, self.v = self.k.index_copy(2, at, k), self.v.index_copy(2, at, v)
-        return self.k, self.v
-
-
-@dataclass
-class _Slots:
-    self_attn: list[_Slot]
 
 
 class WholeGreedy(torch.nn.Module):

@@ -179,8 +179,8 @@ def test_translate_in_bfloat16_and_its_errors(trained_run, capsys):
 
 def test_translate_compiled_gives_the_translations_of_eager_search(trained_run, compiled_cache, capsys):
     """Beam search of one sentence at a time (--batch-size 1): its whole search as one graph, which
-    tests/serve/test_warm_up.py shares (greedy search compiled from the command line: the int8 test
-    below; batches of sentences against eager, in tests/decoding)."""
+    tests/serve/test_warm_up.py shares (an int8 model's: the test below; batches of sentences against
+    eager, in tests/decoding)."""
     sentences = ["a b c", "d e f g h i"]
     flags = ["--beam-size", "2", "--batch-size", "1"]
     assert main(["translate", str(trained_run), *sentences, *flags, "--compile"]) == 0

@@ -28,9 +28,9 @@ def assert_same(found, eager):
 
 
 def test_the_whole_search_of_one_sentence_finds_what_beam_search_finds():
-    """Sources of 2 to 17 tokens, limits that force eos early or leave the search to end by itself,
-    both penalty forms, every n-best list length and another first token: one graph for them all,
-    the model's for its beam size."""
+    """Sources of 2 to 17 tokens, limits that force eos at the first step, early or late (searches that
+    end by themselves: the trained model's, below), both penalty forms, n-best lists of 1, 2 and 4
+    and another first token: one graph for them all, the model's for its beam size."""
     model = one_layer_model()
     bos = model.config.bos_id
     for length, seed in ((2, 1), (5, 2), (9, 3), (17, 4)):
@@ -62,11 +62,12 @@ def test_translation_compiled_searches_a_lone_sentence_by_the_graph_and_leaves_o
     eager = beam_search(model, src, 4, 2, max_lengths=torch.tensor([6 + 10]))
     assert_same(search(model, src, config), eager)
     assert len(whole.graphs(model)) == 1
-    assert whole.takes(model, src, 4, 16)
+    limits = torch.tensor([16])
+    assert whole.takes(model, src, 4, limits)
     batch = torch.cat([src, src])
-    assert not whole.takes(model, batch, 4, 16) and not whole.takes(model, src, 1, 16)  # greedy
-    assert not whole.takes(one_layer_model(relative_positions=4, positional="none"), src, 4, 16)
-    assert not whole.takes(model, src, 4, compiling.LARGEST)  # wider than the graph takes
+    assert not whole.takes(model, batch, 4, limits.repeat(2)) and not whole.takes(model, src, 1, limits)
+    assert not whole.takes(one_layer_model(relative_positions=4, positional="none"), src, 4, limits)
+    assert not whole.takes(model, src, 4, torch.tensor([compiling.LARGEST]))  # wider than the graph takes
 
 
 def test_learned_positions_up_to_the_models_last_are_asked_for(monkeypatch):
@@ -125,6 +126,6 @@ def test_a_model_whose_search_does_not_compile_as_one_graph_is_said_once_and_sea
     err = capsys.readouterr().err
     assert "the whole search of one sentence did not compile (RuntimeError: cannot trace this); " \
            "searching with compiled steps" in err and "more lines" not in err
-    assert not whole.takes(model, src, 4, 6)  # not tried again for this model
+    assert not whole.takes(model, src, 4, torch.tensor([6]))  # not tried again for this model
     assert whole.search(model, src, 6, 4, 1, 0.6, "gnmt", model.config.bos_id) is None
     assert capsys.readouterr().err.count("did not compile") == 1

@@ -61,8 +61,8 @@ def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
     if config.compile and not verdict.known_unloadable(src.device):
         drawn = generator.get_state() if generator is not None else None
         try:
-            if constraints is None and config.temperature == 0 and \
-                    whole.takes(model, src, config.beam_size, int(limits.max())):
+            plain = constraints is None and config.temperature == 0  # no steering, no sampling
+            if plain and whole.takes(model, src, config.beam_size, limits):
                 start = config.decoder_start if config.decoder_start >= 0 else model.config.bos_id
                 found = whole.search(model, src, int(limits[0]), config.beam_size, config.nbest,
                                      config.length_penalty, config.penalty_form, start)

@@ -52,13 +52,13 @@ from aiayn.model.masks import padding_mask
 OUTPUT = "whole-beam"  # `store.Kind.output` of the graph: a lone sentence's whole beam search
 
 
-def takes(model: Transformer, src: Tensor, beam_size: int, limit: int) -> bool:
+def takes(model: Transformer, src: Tensor, beam_size: int, limits: Tensor) -> bool:
     """Whether the whole search as one graph serves this search: one sentence (B = 1) of 2 to
-    `compiling.LARGEST` tokens and a width (`limit` + 2) within it too, beam search, on a CPU, a
-    model with absolute positions whose search compiled."""
-    return (src.size(0) == 1 and 2 <= src.size(1) <= compiling.LARGEST and limit + 2 <= compiling.LARGEST
-            and beam_size > 1 and src.device.type == "cpu" and not model.config.relative_positions
-            and model not in _refused)
+    `compiling.LARGEST` tokens and a width (its limit (1,) + 2) within it too, beam search, on a CPU,
+    a model with absolute positions whose search compiled."""
+    return (src.size(0) == 1 and 2 <= src.size(1) <= compiling.LARGEST and beam_size > 1
+            and src.device.type == "cpu" and not model.config.relative_positions and model not in _refused
+            and int(limits[0]) + 2 <= compiling.LARGEST)  # read last: a batch's searches never need it
 
 
 def search(model: Transformer, src: Tensor, limit: int, beam_size: int, nbest: int, alpha: float,
@@ -78,18 +78,18 @@ def search(model: Transformer, src: Tensor, limit: int, beam_size: int, nbest: i
                                     model.tgt_embed.weight.dtype, src.device)
         inputs = (src, table, _penalties(width, alpha, penalty), scores, torch.tensor(limit),
                   torch.tensor(start))
-        if _kind(graph.module, inputs) in graph.kinds():  # loaded: an error is a bug, not a refusal
+        loaded = _kind(graph.module, inputs) in graph.kinds()  # then an error is a bug, not a refusal
+        try:
             *found, done = graph(*inputs)
-        else:
-            try:
-                *found, done = graph(*inputs)
-            except Unloadable:  # no compiled graph loads here: the caller searches eagerly
+        except Unloadable:  # no compiled graph loads here: the caller searches eagerly
+            raise
+        except Exception as e:  # a model whose search does not export or compile as one graph
+            if loaded:
                 raise
-            except Exception as e:  # a model whose search does not export or compile as one graph
-                _refused[model] = True
-                store.notice(f"aiayn: the whole search of one sentence did not compile ({type(e).__name__}"
-                             f": {str(e).splitlines()[0] if str(e) else ''}); searching with compiled steps")
-                return None
+            _refused[model] = True
+            store.notice(f"aiayn: the whole search of one sentence did not compile ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0] if str(e) else ''}); searching with compiled steps")
+            return None
         if done:
             break
     best = []
