@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from aiayn import inference
 from aiayn.config import DecodeConfig
 from aiayn.decoding import beam_search, translator, whole
 from aiayn.decoding.cache import compiling
@@ -68,6 +69,9 @@ def test_translation_compiled_searches_a_lone_sentence_by_the_graph_and_leaves_o
     assert not whole.takes(model, batch, 4, limits.repeat(2)) and not whole.takes(model, src, 1, limits)
     assert not whole.takes(one_layer_model(relative_positions=4, positional="none"), src, 4, limits)
     assert not whole.takes(model, src, 4, torch.tensor([compiling.LARGEST]))  # wider than the graph takes
+    if inference.int8_compilable():  # an int8 model's lone sentences are faster on its steps
+        assert not whole.takes(inference.quantize_int8(model, compiled=True), src, 4, limits)
+        assert whole.takes(model, src, 4, limits)
 
 
 def test_learned_positions_up_to_the_models_last_are_asked_for(monkeypatch):

@@ -22,7 +22,8 @@ A graph's loop carries tensors of fixed shapes, so the search here is beam.py's 
 Its results are beam.py's, in another order of floating-point operations (as the compiled steps';
 the width of the buffers changes that order too).
 Not here: batches, constraints and prefixes, a watcher, sampling, relative positions (their
-self-attention reads its positions from the keys' length): those search with the steps.
+self-attention reads its positions from the keys' length), int8 models (faster on their steps):
+those search with the steps.
 
 Shapes: K beams, S source length, C the graph's width (`room`, or less: bos, at most the limit's
 tokens, eos), V vocabulary, H heads, d d_k, D d_model.
@@ -55,10 +56,20 @@ OUTPUT = "whole-beam"  # `store.Kind.output` of the graph: a lone sentence's who
 def takes(model: Transformer, src: Tensor, beam_size: int, limits: Tensor) -> bool:
     """Whether the whole search as one graph serves this search: one sentence (B = 1) of 2 to
     `compiling.LARGEST` tokens and a width (its limit (1,) + 2) within it too, beam search, on a CPU,
-    a model with absolute positions whose search compiled."""
+    a model with absolute positions and float weights whose search compiled. An int8 model's lone
+    sentences are faster on its compiled steps (13.1-14.7 against 16.7-17.4 ms a sentence,
+    benchmarks/detail/decode_speed.md)."""
     return (src.size(0) == 1 and 2 <= src.size(1) <= compiling.LARGEST and beam_size > 1
             and src.device.type == "cpu" and not model.config.relative_positions and model not in _refused
+            and not _int8(model)
             and int(limits[0]) + 2 <= compiling.LARGEST)  # read last: a batch's searches never need it
+
+
+def _int8(model: Transformer) -> bool:
+    """Whether the model's linear maps hold int8 weights (`inference.quantize_int8`)."""
+    if model not in _int8_models:
+        _int8_models[model] = any(b.dtype == torch.int8 for b in model.buffers())
+    return _int8_models[model]
 
 
 def search(model: Transformer, src: Tensor, limit: int, beam_size: int, nbest: int, alpha: float,
@@ -209,6 +220,7 @@ class _Slots:
 
 _graphs: WeakKeyDictionary[Transformer, tuple[tuple[int, ...], packages.Packages]] = WeakKeyDictionary()
 _refused: WeakKeyDictionary[Transformer, bool] = WeakKeyDictionary()  # whose search did not compile
+_int8_models: WeakKeyDictionary[Transformer, bool] = WeakKeyDictionary()  # `_int8`'s answers
 
 
 def graphs(model: Transformer) -> list[store.Kind]:
