@@ -18,7 +18,9 @@ from aiayn.inference import (
     pack_for_cpu,
     packing_available,
     quantize_int8,
+    weights_by_column,
 )
+from aiayn.translation import prepare
 from tests.conftest import source_ids
 
 needs_mkl = pytest.mark.skipif(not packing_available(torch.float32), reason="no MKL packed matmul here")
@@ -176,6 +178,24 @@ def test_packed_model_translates_exactly_like_the_float_model(reverse_model):
     assert packed.output_proj.packed is not None  # the decoding steps ran on packed weights
     assert packed.decoder.layers[0].self_attn.in_proj.qkv.packed is not None
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())  # the original is untouched
+
+
+def test_weights_stored_by_column_keep_their_values_and_translate_like_the_model(reverse_model):
+    """The compiled path's layout on a CPU (`weights_by_column`, chosen by `translation.prepare`):
+    every matrix transposed in memory, the same values, the same translations."""
+    model, tokenizer, sources = reverse_model
+
+    def by_column(m):  # the decoder's matrices and the output layer's; the encoder's stay by row
+        matrices = [p for p in [*m.decoder.parameters(), m.output_proj.weight] if p.dim() == 2]
+        return bool(matrices) and all(p.stride() == (1, p.size(0)) for p in matrices)
+
+    changed = weights_by_column(copy.deepcopy(model))
+    assert by_column(changed) and all(p.is_contiguous() for p in changed.encoder.parameters())
+    assert all(torch.equal(p, model.get_parameter(n)) for n, p in changed.named_parameters())
+    _translates_like(changed, model, tokenizer, sources[:100])
+    prepared, how, compiled = prepare(copy.deepcopy(model), torch.device("cpu"), compile=True)
+    assert compiled and by_column(prepared)
+    assert not by_column(model)  # a copy was given: the model is as it was
 
 
 @needs_onednn_bf16

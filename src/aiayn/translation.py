@@ -102,7 +102,8 @@ def prepare(model: Transformer, device: torch.device, dtype: str = "float32", in
             compile: bool | None = False) -> tuple[Transformer, str, bool]:
     """The model to translate with, computing as asked, a description of how, and whether its searches
     run the compiled decoder step. The one place that chooses: int8 linear maps (CPU; for the compiled
-    step or eager), a compiled decoder step (TorchInductor packs the weights itself), weights packed
+    step or eager), a compiled decoder step (TorchInductor packs the weights itself; on a CPU, the
+    weights stored by column for its few-row steps: `inference.weights_by_column`), weights packed
     once for the CPU's matmul kernels (same results, faster), or a plain cast. compile=None: the
     compiled step if this model has been compiled on this machine before (its steps are in the cache,
     `decoding.cache`), else not. `model` (on `device`, in eval mode) may be changed or copied."""
@@ -125,6 +126,8 @@ def prepare(model: Transformer, device: torch.device, dtype: str = "float32", in
                 return compiled, "int8 compiled", True
         return inference.quantize_int8(model), "int8", False
     if compile or (compile is None and compiled_before(model.to(torch_dtype))):
+        if device.type == "cpu":  # the few-row matmuls of its steps, faster on weights by column
+            return inference.weights_by_column(model.to(torch_dtype)), f"{dtype} compiled", True
         return model.to(torch_dtype), f"{dtype} compiled", True
     if device.type == "cpu" and inference.packing_available(torch_dtype):
         return inference.pack_for_cpu(model, torch_dtype), f"{dtype} packed", False
