@@ -301,7 +301,7 @@ def weights_by_column(model: Transformer) -> Transformer:
     a lone sentence's decoder steps: its whole search compiled as one graph takes about 0.9x the time
     (benchmarks/detail/decode_speed.md). The encoder's, which run at many rows, stay as they are.
     Results are those of the rows' layout, in another order of floating-point operations."""
-    for parameter in [*model.decoder.parameters(), model.output_proj.weight]:  # the encoder's run at
-        if parameter.dim() == 2 and parameter.is_contiguous():  # many rows, as fast either way
+    for parameter in [*model.decoder.parameters(), model.output_proj.weight]:  # not the encoder's:
+        if parameter.dim() == 2 and parameter.is_contiguous():  # at a file's many rows, slower by column
             parameter.data = parameter.data.t().contiguous().t()
     return model
