@@ -126,9 +126,10 @@ def prepare(model: Transformer, device: torch.device, dtype: str = "float32", in
                 return compiled, "int8 compiled", True
         return inference.quantize_int8(model), "int8", False
     if compile or (compile is None and compiled_before(model.to(torch_dtype))):
+        model = model.to(torch_dtype)
         if device.type == "cpu":  # the few-row matmuls of its steps, faster on weights by column
-            return inference.weights_by_column(model.to(torch_dtype)), f"{dtype} compiled", True
-        return model.to(torch_dtype), f"{dtype} compiled", True
+            inference.weights_by_column(model)
+        return model, f"{dtype} compiled", True
     if device.type == "cpu" and inference.packing_available(torch_dtype):
         return inference.pack_for_cpu(model, torch_dtype), f"{dtype} packed", False
     return model.to(torch_dtype), dtype, False
