@@ -4,6 +4,8 @@
 
     python benchmarks/train_speed.py                   # small and base presets, about 10 minutes
     python benchmarks/train_speed.py --presets small --record
+    python benchmarks/train_speed.py --presets --recipes recipes/multi30k.toml --batch-tokens 8192
+                                                       # a recipe's model (its [model] section)
     python benchmarks/train_speed.py --smoke           # seconds: keeps the script working (CI)
     python benchmarks/train_speed.py --presets small --precision bfloat16   # both under bf16 autocast
     python benchmarks/train_speed.py --presets base --precision bfloat16 --device cuda \
@@ -35,6 +37,7 @@ from common import (
 from common import parser as benchmark_parser
 from torch import nn
 
+from aiayn import config as cfg
 from aiayn.config import DataConfig, TrainConfig, model_config
 from aiayn.data.batching import collate, make_batches, tokenize
 from aiayn.model import Transformer
@@ -91,9 +94,18 @@ def model_flops(config, batches) -> float:
     return total
 
 
+def model_shape(name: str) -> tuple[str, dict]:
+    """A preset's name, or a recipe file's path -> (its preset, the model options on top of it)."""
+    if not name.endswith(".toml"):
+        return name, {}
+    recipe = cfg.recipe(cfg.load_config_file(name), name)
+    return recipe.preset, {k: v for k, v in recipe.model.items() if k != "vocab_size"}
+
+
 def compare(preset: str, batches, vocab_size: int, rounds: int, warmup: int, peak: float,
             precision: str = "float32", device: torch.device = CPU) -> dict:
-    config = model_config(preset, vocab_size=vocab_size)
+    preset, options = model_shape(preset)
+    config = model_config(preset, vocab_size=vocab_size, **options)
     torch.manual_seed(0)
     ours = Transformer(config).to(device)
     reference = Reference(config).to(device)
@@ -132,7 +144,9 @@ def compare(preset: str, batches, vocab_size: int, rounds: int, warmup: int, pea
 
 def main() -> None:
     parser = benchmark_parser(__doc__)
-    parser.add_argument("--presets", nargs="+", default=["small", "base"], help="model presets to compare")
+    parser.add_argument("--presets", nargs="*", default=["small", "base"], help="model presets to compare")
+    parser.add_argument("--recipes", nargs="*", default=[], metavar="FILE",
+                        help="recipe files whose models to compare too (their [model] sections)")
     parser.add_argument("--batches", type=int, default=8, help="batches per timed round (default: 8)")
     parser.add_argument("--batch-tokens", type=int, nargs="+", default=[4096],
                         help="padded tokens per batch and side, one or more sizes to compare at (default: "
@@ -145,7 +159,7 @@ def main() -> None:
 
     corpus, tokenizer = training_data(args.smoke)
     tokenized = tokenize(corpus, tokenizer, DataConfig().max_len)
-    presets = ["tiny"] if args.smoke else args.presets
+    presets = ["tiny"] if args.smoke else [*args.presets, *args.recipes]
     device = torch.device(args.device)
     size, dtype = peak_matrix_size(device), getattr(torch, args.precision)
     peak = matmul_peak_gflops(size, device=device, dtype=dtype)

@@ -5,6 +5,9 @@
       model.safetensors    weights (tied tensors stored once), and a copy of the model config
       tokenizer.model      the SentencePiece model (Marian conversions: source.spm, target.spm, vocab.json)
       training_state.pt    optimiser state, step, data position, RNG states (absent in averages)
+      ema.safetensors      the moving average of the weights (--ema-decay), in model.safetensors' form
+      decoding.json        search settings chosen on a validation set (`aiayn evaluate --sweep`), which
+                           translating with this model uses unless told otherwise
 
 A checkpoint is written whole or not at all (`files.replacing`), never over a directory that is
 not a checkpoint, and byte for byte the same for the same model. Nothing in it can run code when
@@ -39,6 +42,9 @@ from aiayn.tokenizer import Tokenizer, TokenizerError
 
 STEP_DIR = re.compile(r"^step_(\d+)$")
 CONFIG_FILE, WEIGHTS_FILE, STATE_FILE = "config.json", "model.safetensors", "training_state.pt"
+EMA_FILE = "ema.safetensors"
+DECODING_FILE = "decoding.json"
+CHOSEN = ("beam_size", "length_penalty", "penalty_form")  # the search settings a sweep may choose
 KIND = "aiayn checkpoint"
 # What training states written before states held only tensors and plain values need besides:
 # numpy's random state as an array. None of these can run code.
@@ -76,15 +82,19 @@ def is_checkpoint(path: Path) -> bool:
 
 
 def save(path: str | Path, model: Transformer, tokenizer: Tokenizer, data: cfg.DataConfig,
-         train: cfg.TrainConfig, state: dict[str, Any] | None = None, force: bool = False) -> Path:
+         train: cfg.TrainConfig, state: dict[str, Any] | None = None, force: bool = False,
+         ema: Transformer | None = None) -> Path:
     """Write a checkpoint directory at `path`, atomically. An older checkpoint there is replaced;
-    anything else is refused (`force`: replaced too, except a training run directory)."""
+    anything else is refused (`force`: replaced too, except a training run directory). `ema`: the
+    model with the moving average of the weights, written beside them."""
     path = Path(path)
     meta = {"model": cfg.to_dict(model.config), "data": cfg.to_dict(data), "train": cfg.to_dict(train),
             "step": state["step"] if state else None}
     with files.replacing(path, KIND, is_checkpoint, force) as tmp:
         (tmp / CONFIG_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         (tmp / WEIGHTS_FILE).write_bytes(weights_bytes(model))
+        if ema is not None:
+            (tmp / EMA_FILE).write_bytes(weights_bytes(ema))
         tokenizer.save(tmp)
         if state is not None:
             buffer = io.BytesIO()
@@ -107,21 +117,32 @@ def weights_bytes(model: Transformer) -> bytes:
     return safetensors_bytes(tensors, metadata={"aiayn_model_config": config})
 
 
-def load(path: str | Path, device: str | torch.device = "cpu", with_state: bool = True) -> Checkpoint:
-    """Read a checkpoint directory written by `save` (other formats: `translation.load_model`)."""
+def load(path: str | Path, device: str | torch.device = "cpu", with_state: bool = True,
+         ema: bool = False) -> Checkpoint:
+    """Read a checkpoint directory written by `save` (other formats: `translation.load_model`); `ema`:
+    with the moving average of the weights as the model's weights. A training state that goes with
+    a moving average gets its weights back as state["ema"]["weights"]."""
     path = Path(path)
     meta_path = path / CONFIG_FILE
     if not meta_path.exists():
         raise CheckpointError(f"{path}: not a checkpoint directory (no {CONFIG_FILE})")
+    if ema and not (path / EMA_FILE).exists():
+        raise CheckpointError(f"{path}: no moving average of the weights ({EMA_FILE}): it comes from "
+                              "training with --ema-decay D")
     meta = _read_meta(meta_path)
     model = Transformer(cfg.build(cfg.ModelConfig, meta["model"], str(meta_path)))
-    _load_weights(model, path / WEIGHTS_FILE, meta["model"], device)
+    _load_weights(model, path / (EMA_FILE if ema else WEIGHTS_FILE), meta["model"], device)
     try:
         tokenizer = Tokenizer.load(path)
     except TokenizerError as e:
         raise CheckpointError(str(e)) from None
     _check_tokenizer(model.config, tokenizer, path)
     state = _load_state(path / STATE_FILE) if with_state and (path / STATE_FILE).exists() else None
+    if state and state.get("ema") and (path / EMA_FILE).exists():
+        averaged = model if ema else Transformer(model.config)
+        if not ema:
+            _load_weights(averaged, path / EMA_FILE, meta["model"], device)
+        state["ema"] = {**state["ema"], "weights": [p.detach() for p in averaged.parameters()]}
     data = meta["data"]
     if data.get("pairs") and "language_token" not in data:  # saved before the choice: always source
         data = {**data, "language_token": "source"}
@@ -227,18 +248,19 @@ def load_latest(run_dir: str | Path, device: str | torch.device = "cpu",
     raise CheckpointError(f"{run_dir}: no checkpoint to resume from: {'; '.join(problems)}")
 
 
-def average(paths: list[str | Path], out: str | Path, force: bool = False) -> Path:
-    """Average the weights of several checkpoints of one run (the paper averages the last 5).
+def average(paths: list[str | Path], out: str | Path, force: bool = False, ema: bool = False) -> Path:
+    """Average the weights of several checkpoints of one run (the paper averages the last 5); `ema`:
+    their moving averages of the weights (one checkpoint: its moving average alone).
 
     The result is a checkpoint without training state, with the newest one's configs and tokenizer.
     """
     if not paths:
         raise CheckpointError("no checkpoints to average")
     files.check_out(Path(out), KIND, is_checkpoint, force)  # before minutes of reading
-    newest = load(paths[-1], with_state=False)
+    newest = load(paths[-1], with_state=False, ema=ema)
     total = {k: v.double() for k, v in newest.model.state_dict().items()}
     for path in paths[:-1]:
-        other = load(path, with_state=False)
+        other = load(path, with_state=False, ema=ema)
         if other.model.config != newest.model.config:
             raise CheckpointError(f"{path} has a different model configuration from {paths[-1]}")
         if other.tokenizer != newest.tokenizer:
@@ -248,6 +270,33 @@ def average(paths: list[str | Path], out: str | Path, force: bool = False) -> Pa
             total[k] += v.double()
     newest.model.load_state_dict({k: (v / len(paths)).float() for k, v in total.items()})
     return save(out, newest.model, newest.tokenizer, newest.data, newest.train, force=force)
+
+
+def save_decoding(path: str | Path, chosen: dict[str, Any], about: dict[str, Any]) -> Path:
+    """Keep search settings `chosen` (of `CHOSEN`) in the checkpoint at `path`, with `about` them
+    (the set they were chosen on, the scores of each); written whole or not at all."""
+    unknown = sorted(set(chosen) - set(CHOSEN))
+    if unknown:
+        raise ValueError(f"not search settings a model keeps: {', '.join(unknown)}")
+    cfg.build(cfg.DecodeConfig, chosen, "search settings")
+    target = Path(path) / DECODING_FILE
+    files.write_atomically(target, (json.dumps({**chosen, "chosen": about}, indent=2) + "\n").encode())
+    return target
+
+
+def decoding(path: str | Path) -> dict[str, Any]:
+    """The search settings kept in the checkpoint at `path` (`save_decoding`); none: {}."""
+    target = Path(path) / DECODING_FILE
+    if not target.exists():
+        return {}
+    try:
+        kept = json.loads(target.read_bytes().decode("utf-8"))
+        chosen = {k: kept[k] for k in CHOSEN if k in kept}
+        cfg.build(cfg.DecodeConfig, chosen, str(target))
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError) as e:
+        raise CheckpointError(f"{target}: cannot read the search settings kept there ({e}); delete it "
+                              "to use the defaults") from None
+    return chosen
 
 
 def step_checkpoints(run_dir: str | Path) -> list[Path]:

@@ -9,6 +9,7 @@ Korean (`ja-mecab`, `ko-mecab`, with `pip install "sacrebleu[ja]"` or `"sacreble
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
@@ -65,3 +66,30 @@ def score(hypotheses: list[str], references: list[str], tokenize: str = "13a") -
     c = chrf.corpus_score(hypotheses, [references])
     detail = str(b).split(" ", 3)[-1]  # after "BLEU = 42.10"
     return Scores(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()), detail)
+
+
+@dataclass
+class Trial:
+    """One search setting of a sweep and what it scored."""
+
+    beam_size: int
+    length_penalty: float
+    bleu: float
+    chrf: float
+
+
+def sweep(translate: Callable[[int, float], list[str]], references: list[str], beams: Sequence[int],
+          penalties: Sequence[float], tokenize: str = "13a",
+          progress: Callable[[Trial], None] | None = None) -> list[Trial]:
+    """Score every beam size with every length penalty: `translate(beam, penalty)` gives the
+    hypotheses of the references' sources. -> the trials, best first: by BLEU, then chrF, then the
+    smaller beam (faster), then the penalty nearer the paper's 0.6."""
+    trials = []
+    for beam in beams:
+        for penalty in penalties:
+            scores = score(translate(beam, penalty), references, tokenize)
+            trials.append(Trial(beam, penalty, scores.bleu, scores.chrf))
+            if progress:
+                progress(trials[-1])
+    return sorted(trials, key=lambda t: (-round(t.bleu, 2), -round(t.chrf, 2), t.beam_size,
+                                         abs(t.length_penalty - 0.6)))

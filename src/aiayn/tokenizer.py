@@ -237,6 +237,15 @@ class Tokenizer:
         ids = self._ids[side]
         return [[ids.get(piece, self.unk_id) for piece in pieces] for pieces in encoded]
 
+    def model_proto(self, side: str = "source") -> bytes:
+        """The serialised SentencePiece model of one side (the joint one for both)."""
+        return self.source_proto if side == "source" or self.target_proto is None else self.target_proto
+
+    def is_bpe(self) -> bool:
+        """Whether every SentencePiece model here is a BPE one (BPE-dropout's premise); Marian's
+        (OPUS-MT) are unigram models."""
+        return all(_model_type(proto) == "BPE" for proto in (self.source_proto, self.target_proto) if proto)
+
     def decode(self, ids: list[int]) -> str:
         """Target ids -> text; stops at the first eos and skips pad and bos."""
         if self.eos_id in ids:
@@ -263,6 +272,15 @@ def _model_bytes(path: Path) -> bytes:
         reason = "it does not parse" if "Parse" in str(e) or not str(e).strip() else str(e).strip()
         raise TokenizerError(f"{path}: not a SentencePiece model ({reason})") from None
     return data
+
+
+def _model_type(proto: bytes) -> str:
+    """UNIGRAM, BPE, WORD or CHAR: how a serialised SentencePiece model cuts text."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString(proto)
+    return sentencepiece_model_pb2.TrainerSpec.ModelType.Name(model.trainer_spec.model_type)
 
 
 def _marian_vocab(path: Path) -> list[str]:

@@ -64,6 +64,7 @@ class LoadedModel:
     path: Path  # the checkpoint directory it came from (a run's newest checkpoint, say)
     data: cfg.DataConfig  # how it was trained (defaults for a Marian model)
     train: cfg.TrainConfig
+    decoding: dict[str, Any] = dataclasses.field(default_factory=dict)  # search settings it keeps
 
 
 def model_format(path: str | Path) -> str:
@@ -80,13 +81,17 @@ def model_format(path: str | Path) -> str:
         "directory, or a CTranslate2 export)")
 
 
-def load_model(path: str | Path, device: str | torch.device = "cpu") -> LoadedModel:
+def load_model(path: str | Path, device: str | torch.device = "cpu", ema: bool = False) -> LoadedModel:
     """The PyTorch model at `path`: an aiayn checkpoint, a run directory (its newest checkpoint), or
-    a HuggingFace MarianMTModel directory (needs transformers)."""
+    a HuggingFace MarianMTModel directory (needs transformers). `ema`: an aiayn checkpoint's moving
+    average of the weights (--ema-decay) instead of its weights."""
     kind = model_format(path)
     if kind == "ctranslate2":
         raise checkpoint.CheckpointError(f"{path}: a CTranslate2 export, which only CTranslate2 runs "
                                          "(engine ctranslate2)")
+    if ema and kind != "aiayn":
+        raise checkpoint.CheckpointError(f"{path}: a {kind} model has no moving average of its weights; "
+                                         "drop --ema")
     if kind == "marian":
         model, tokenizer, languages = marian.load_marian(path)
         data = cfg.DataConfig(src_lang=languages.get("source_lang", ""),  # a Marian model is told the
@@ -94,8 +99,9 @@ def load_model(path: str | Path, device: str | torch.device = "cpu") -> LoadedMo
                               pairs=languages.get("pairs", ()), language_token="source")
         return LoadedModel(model.to(device), tokenizer, data.src_lang, data.tgt_lang, Path(path), data,
                            cfg.TrainConfig())
-    ck = checkpoint.load(checkpoint.resolve(path), device, with_state=False)
-    return LoadedModel(ck.model, ck.tokenizer, ck.data.src_lang, ck.data.tgt_lang, ck.path, ck.data, ck.train)
+    ck = checkpoint.load(checkpoint.resolve(path), device, with_state=False, ema=ema)
+    return LoadedModel(ck.model, ck.tokenizer, ck.data.src_lang, ck.data.tgt_lang, ck.path, ck.data, ck.train,
+                       checkpoint.decoding(ck.path))
 
 
 def prepare(model: Transformer, device: torch.device, dtype: str = "float32", int8: bool = False,
@@ -136,8 +142,9 @@ def prepare(model: Transformer, device: torch.device, dtype: str = "float32", in
 
 
 def load_translator(path: str | Path, *, engine: str | None = None, device: str = "auto",
-                    dtype: str = "float32", int8: bool = False, compile: bool | None = None,
-                    threads: int | None = None, compute_type: str = "default", src_lang: str | None = None,
+                    dtype: str = "float32", int8: bool = False, ema: bool = False,
+                    compile: bool | None = None, threads: int | None = None, compute_type: str = "default",
+                    src_lang: str | None = None,
                     tgt_lang: str | None = None, zero_shot: bool = False, **options: Any) -> Translator:
     """A Translator for the model at `path` (see `model_format`).
 
@@ -147,18 +154,21 @@ def load_translator(path: str | Path, *, engine: str | None = None, device: str 
 
     engine: "pytorch" or "ctranslate2" (default: ctranslate2 for a CTranslate2 export, else pytorch).
     device: auto (CUDA when present), cpu, cuda or cuda:N. threads: CPU threads (process-wide).
-    PyTorch only: dtype (float32, bfloat16, float16), int8 (CPU), compile (a compiled decoder step:
+    PyTorch only: dtype (float32, bfloat16, float16), int8 (CPU), ema (the moving average of an aiayn
+    checkpoint's weights, from training with --ema-decay), compile (a compiled decoder step:
     True, False, or None: if this model has been compiled on this machine before). On a CPU, the
     process's malloc then keeps freed memory for reuse (`allocator.keep_freed_memory`).
     CTranslate2 only: compute_type (default, float32, int8, ...).
-    options: search defaults, the fields of DecodeConfig (beam_size, nbest, length_penalty, ...).
+    options: search defaults, the fields of DecodeConfig (beam_size, nbest, length_penalty, ...), over
+    those an aiayn checkpoint keeps (chosen on a validation set by `aiayn evaluate --sweep`), over
+    DecodeConfig's own.
     """
     from aiayn.train.loop import resolve_device
 
-    _check_engine_options(engine, dtype, int8, compile, compute_type, options)  # before reading anything
+    _check_engine_options(engine, dtype, int8, compile, compute_type, options, ema)  # before reading anything
     engine = _engine_for(path, model_format(path), engine, compute_type)
     if engine == "ctranslate2":
-        _check_engine_options(engine, dtype, int8, compile, compute_type, options)
+        _check_engine_options(engine, dtype, int8, compile, compute_type, options, ema)
     if threads:
         torch.set_num_threads(threads)
     device_ = resolve_device(device)
@@ -177,9 +187,10 @@ def load_translator(path: str | Path, *, engine: str | None = None, device: str 
         return _in_direction(translator, src_lang, tgt_lang, zero_shot, path)
     if device_.type == "cpu":
         allocator.keep_freed_memory()  # a search's large tensors reuse freed memory (process-wide)
-    loaded = load_model(path, device_)
+    loaded = load_model(path, device_, ema)
     model, how, compiled = prepare(loaded.model.eval(), device_, dtype, int8, compile)
-    defaults = cfg.build(cfg.DecodeConfig, {"compile": compiled, **options}, "translator options")
+    defaults = cfg.build(cfg.DecodeConfig, {**loaded.decoding, "compile": compiled, **options},
+                         "translator options")
 
     def run(ids: list[list[int]], config: cfg.DecodeConfig, progress: bool,
             steers: list[Steer] | None = None) -> list[list[Translation]]:
@@ -216,7 +227,7 @@ def max_source_len(loaded: LoadedModel) -> int:
 
 
 def _check_engine_options(engine: str | None, dtype: str, int8: bool, compile: bool, compute_type: str,
-                          options: dict[str, Any]) -> None:
+                          options: dict[str, Any], ema: bool = False) -> None:
     """Options of one engine given with the other are errors, not silently ignored."""
     if engine not in (None, *ENGINES):
         raise cfg.ConfigError(f"engine={engine!r} is not one of {', '.join(ENGINES)}")
@@ -225,7 +236,8 @@ def _check_engine_options(engine: str | None, dtype: str, int8: bool, compile: b
     if int8 and dtype != "float32":
         raise cfg.ConfigError(f"--int8 and --dtype {dtype} are alternatives: choose one")
     if engine == "ctranslate2":
-        pytorch_only = (("--int8", int8), (f"--dtype {dtype}", dtype != "float32"), ("--compile", compile))
+        pytorch_only = (("--int8", int8), (f"--dtype {dtype}", dtype != "float32"), ("--compile", compile),
+                        ("--ema", ema))
         for flag, given in pytorch_only:
             if given:
                 raise cfg.ConfigError(f"{flag} is for --engine pytorch; CTranslate2 takes --compute-type "

@@ -23,6 +23,8 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
     ("serve_busy.py", ["| preparing the file |", "| searching the file's", "### Soak: 40 LibreTranslate"]),
     # a paragraph's translation is its sentences' joined, whatever the model
     ("paragraphs.py", ["| one paragraph | 10 of 10 |", "| two paragraphs | 10 of 10 |"]),
+    # drawing an epoch's pieces with BPE-dropout, and updates on them
+    ("bpe_dropout.py", ["| 0.1 |"]),
 ])
 def test_benchmark_smoke_mode_runs(script, expect):
     done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--smoke"], capture_output=True,

@@ -1,5 +1,6 @@
 """A training run killed with SIGKILL at a random moment, then resumed, ends with the weights of a
-run that was never interrupted: a run from scratch, and one started from a model (`--init-from`)."""
+run that was never interrupted: a run from scratch, one started from a model (`--init-from`), and one
+with BPE-dropout and a moving average of the weights (which must end the same too)."""
 
 import random
 import signal
@@ -33,10 +34,12 @@ def lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-@pytest.mark.parametrize("start", ["scratch", "init-from"])
+@pytest.mark.parametrize("start", ["scratch", "init-from", "regularized"])
 def test_a_run_killed_at_a_random_moment_resumes_to_the_weights_of_an_uninterrupted_run(tmp_path, start,
                                                                                       request):
     parent = ["--init-from", str(request.getfixturevalue("trained_run"))] if start == "init-from" else []
+    if start == "regularized":
+        parent = ["--bpe-dropout", "0.2", "--ema-decay", "0.9"]
     straight = train(*parent, "--out", str(tmp_path / "straight"))
     finish(straight)
 
@@ -62,3 +65,7 @@ def test_a_run_killed_at_a_random_moment_resumes_to_the_weights_of_an_uninterrup
     b = checkpoint.load(checkpoint.resolve(run)).model.state_dict()
     assert checkpoint.resolve(run).name == "step_00000040"
     assert all(torch.equal(a[k], b[k]) for k in a)
+    if start == "regularized":
+        a, b = (checkpoint.load(checkpoint.resolve(r), ema=True).model.state_dict()
+                for r in (tmp_path / "straight", run))
+        assert all(torch.equal(a[k], b[k]) for k in a)

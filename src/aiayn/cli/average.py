@@ -21,6 +21,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--out", required=True, metavar="DIR",
                    help="directory of the averaged checkpoint: new, empty or an earlier average "
                         "(never the run directory itself)")
+    p.add_argument("--ema", action="store_true",
+                   help="average the checkpoints' moving averages of the weights (a run trained with "
+                        "--ema-decay) instead of their weights; with --last 1, the newest one's alone")
     p.add_argument("--force", action="store_true",
                    help="replace --out even if it holds something else (never a training run)")
 
@@ -33,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
                               f"fewer than --last {args.last}")
     else:
         paths = [Path(p) for p in args.paths]
-    out = checkpoint.average(paths, args.out, args.force)
-    print(f"averaged {len(paths)} checkpoints ({', '.join(p.name for p in paths)}) into {out}")
+    out = checkpoint.average(paths, args.out, args.force, ema=args.ema)
+    what = "the moving averages of " if args.ema else ""
+    print(f"averaged {what}{len(paths)} checkpoints ({', '.join(p.name for p in paths)}) into {out}")
     return 0

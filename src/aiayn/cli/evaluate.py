@@ -7,9 +7,16 @@ import json
 import time
 from pathlib import Path
 
-from aiayn import evaluate
-from aiayn.cli.options import add_direction_options, add_inference_options, change_default, translator_for
-from aiayn.data.corpora import load_corpus
+from aiayn import checkpoint, evaluate
+from aiayn.cli.options import (
+    add_direction_options,
+    add_inference_options,
+    change_default,
+    float_list,
+    translator_for,
+)
+from aiayn.config import ConfigError
+from aiayn.data.corpora import default_valid, load_corpus
 from aiayn.data.readers import DataError, read_lines
 from aiayn.files import check_writable
 
@@ -21,8 +28,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                     "its target side with sacreBLEU: BLEU and chrF, cased, each printed with its "
                     "signature. With --hypotheses, score that file instead (no model needed).")
     p.add_argument("checkpoint", nargs="?", help="checkpoint or run directory (not with --hypotheses)")
-    p.add_argument("--test", default="multi30k:test_2016_flickr", metavar="SPEC",
-                   help="test set, in the forms --train takes (default: multi30k:test_2016_flickr)")
+    p.add_argument("--test", metavar="SPEC",
+                   help="test set, in the forms --train takes (default: multi30k:test_2016_flickr; with "
+                        "--sweep: the model's validation set)")
     add_direction_options(p, "the model's; a multilingual model's: every direction it has, and with "
                              "--zero-shot the others too; with --hypotheses: en, de",
                           "the test set's languages, which a multilingual model translates")
@@ -32,6 +40,16 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                                                     "each direction's under \"directions\")")
     p.add_argument("--hypotheses", metavar="FILE",
                    help="score this file of translations instead of translating")
+    p.add_argument("--sweep", action="store_true",
+                   help="choose the search settings on this set, which should be a validation set, never "
+                        "the test set: translate it with every --sweep-beams size and --sweep-penalties "
+                        "length penalty, and keep the best by BLEU in the checkpoint (decoding.json), "
+                        "where translating with the model (the CLI, the Python API, the server) finds "
+                        "them unless told otherwise")
+    p.add_argument("--sweep-beams", type=int_list, default=(4, 6), metavar="B,B,...",
+                   help="beam sizes to try (default: 4,6)")
+    p.add_argument("--sweep-penalties", type=float_list, default=(0.4, 0.6, 0.8, 1.0, 1.2), metavar="A,A,...",
+                   help="length penalties to try (default: 0.4,0.6,0.8,1.0,1.2)")
     p.add_argument("--tokenize", choices=("auto", *evaluate.TOKENIZERS), default="auto",
                    help="sacreBLEU's tokeniser for BLEU; auto (default): by the target language, zh for "
                         "Chinese, ja-mecab and ko-mecab for Japanese and Korean, 13a for the others")
@@ -46,11 +64,15 @@ def run(args: argparse.Namespace) -> int:
         if path:
             check_writable(Path(path))  # before minutes of translating
     if args.hypotheses:
+        args.test = args.test or "multi30k:test_2016_flickr"
         tgt_lang = args.tgt_lang or "de"
         tokenize = _tokenizer(args.tokenize, tgt_lang)
         corpus = load_corpus(args.test, args.src_lang or "en", tgt_lang)
         record = _scored(read_lines(args.hypotheses), corpus, tokenize, {"hypotheses": args.hypotheses})
+    elif args.checkpoint and args.sweep:
+        record = _swept(translator_for(args), args)
     elif args.checkpoint:
+        args.test = args.test or "multi30k:test_2016_flickr"
         translator = translator_for(args)
         every = translator.pairs and not (args.src_lang or args.tgt_lang)  # a multilingual model's all
         translators = translator.directions(args.zero_shot) if every else [translator]
@@ -84,6 +106,70 @@ def _evaluated(translator, args: argparse.Namespace, several: bool) -> dict:
         output = f"{args.output}.{src_lang}-{tgt_lang}" if several else args.output
         Path(output).write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
     return _scored(hypotheses, corpus, tokenize, settings)
+
+
+def _swept(translator, args: argparse.Namespace) -> dict:
+    """Choose the beam size and length penalty on the set (--sweep) and keep them in the checkpoint;
+    -> the record of every trial."""
+    kept = _swept_checkpoint(args.checkpoint, translator, bool(args.src_lang or args.tgt_lang))
+    test = args.test or _validation_set(kept)
+    tokenize = _tokenizer(args.tokenize, translator.tgt_lang)
+    corpus = load_corpus(test, translator.src_lang, translator.tgt_lang)
+    print(f"choosing the search settings on {corpus.name} ({len(corpus):,} sentences): beams "
+          f"{','.join(map(str, args.sweep_beams))} x length penalties "
+          f"{','.join(f'{a:g}' for a in args.sweep_penalties)} ({translator.defaults.penalty_form})")
+
+    def translate(beam: int, penalty: float) -> list[str]:
+        return [t.text for t in translator.translate(corpus.source, beam_size=beam, length_penalty=penalty)]
+
+    def say(trial: evaluate.Trial) -> None:
+        print(f"  beam {trial.beam_size}, length penalty {trial.length_penalty:g}: BLEU {trial.bleu:.2f}, "
+              f"chrF {trial.chrf:.2f}")
+
+    start = time.perf_counter()
+    trials = evaluate.sweep(translate, corpus.target, args.sweep_beams, args.sweep_penalties, tokenize, say)
+    best = trials[0]
+    chosen = {"beam_size": best.beam_size, "length_penalty": best.length_penalty,
+              "penalty_form": translator.defaults.penalty_form}
+    about = {"on": test, "bleu": best.bleu, "chrf": best.chrf, "tokenize": tokenize,
+             "trials": [vars(t) for t in trials]}
+    where = checkpoint.save_decoding(kept, chosen, about)
+    print(f"chose beam {best.beam_size}, length penalty {best.length_penalty:g} (BLEU {best.bleu:.2f} on "
+          f"{corpus.name}, {time.perf_counter() - start:.0f} s); kept in {where}, used when translating "
+          "with this model unless told otherwise")
+    return {"test": corpus.name, **chosen, **about}
+
+
+def _swept_checkpoint(path: str, translator, one_direction: bool) -> Path:
+    """The aiayn checkpoint whose search settings a sweep chooses (a run directory's newest)."""
+    aiayn_model = checkpoint.is_checkpoint(Path(path)) or checkpoint.step_checkpoints(path)
+    if translator.model is None or not aiayn_model:
+        raise ConfigError(f"{path}: --sweep keeps its choice in an aiayn checkpoint; this is not one")
+    if translator.pairs and not one_direction:
+        raise ConfigError("--sweep chooses one model's settings: a multilingual model's on one direction, "
+                          "given by --src-lang and --tgt-lang")
+    return checkpoint.resolve(path)
+
+
+def _validation_set(path: Path) -> str:
+    """The validation set the model at `path` was trained with, as a spec `load_corpus` reads."""
+    data = checkpoint.load(path, with_state=False).data
+    spec = data.valid or default_valid(data.train[0])
+    if not spec or Path(spec, "corpus.json").exists():  # none, or tokenized by `aiayn prepare`: no text
+        raise ConfigError(f"{path} keeps no validation text to choose the search settings on: give "
+                          "--test SPEC (a validation set, not the test set)")
+    return spec
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """argparse type: positive integers joined by commas (4,6)."""
+    try:
+        values = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not integers joined by commas (4,6)") from None
+    if min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every beam size is at least 1")
+    return values
 
 
 def _mean(test: str, records: dict[str, dict]) -> dict:

@@ -141,6 +141,9 @@ def add_inference_options(parser: argparse.ArgumentParser, exclude: tuple[str, .
                              "be slower); log-probabilities and scores stay float32. On a CPU, float32 "
                              "and bfloat16 use weights packed once for MKL's or oneDNN's matmul where "
                              "PyTorch has them: the same results, faster (default: float32)")
+    parser.add_argument("--ema", action="store_true",
+                        help="pytorch only: the moving average of the weights saved beside them instead of "
+                             "the weights (an aiayn checkpoint of a run trained with --ema-decay)")
     parser.add_argument("--compute-type", default="default", metavar="TYPE",
                         help="ctranslate2 only: default, float32, int8, int8_float32, bfloat16, ... "
                              "(default: default)")
@@ -161,7 +164,8 @@ def translator_for(args: argparse.Namespace):
     options = given(args, cfg.DecodeConfig)
     translator = load_translator(
         args.checkpoint, engine=args.engine, device=args.device, dtype=args.dtype, int8=args.int8,
-        compile=options.pop("compile", None), threads=args.threads, compute_type=args.compute_type,
+        ema=args.ema, compile=options.pop("compile", None), threads=args.threads,
+        compute_type=args.compute_type,
         src_lang=getattr(args, "src_lang", None), tgt_lang=getattr(args, "tgt_lang", None),
         zero_shot=getattr(args, "zero_shot", False), **options)
     if translator.zero_shot:

@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
         searcher = searchers(workers, max(1, threads // workers))
         return searcher, [searcher.submit(
             load_translator, path, engine=args.engine, device=args.device, dtype=args.dtype, int8=args.int8,
+            ema=args.ema,
             compile=compile_, compute_type=args.compute_type, **options).result() for path in args.models]
 
     workers = workers_for(config, device, threads, compiled=bool(compile_))

@@ -31,6 +31,7 @@ from aiayn.config import ConfigError, DataConfig, DecodeConfig, TrainConfig, che
 from aiayn.data.batching import Batch, TokenizedCorpus, collate, make_batches
 from aiayn.data.mixing import Mix
 from aiayn.data.readers import DataError
+from aiayn.data.subwords import Resampler
 from aiayn.decoding.translator import translate_ids
 from aiayn.evaluate import score as sacrebleu_score
 from aiayn.evaluate import tokenizer_for
@@ -38,6 +39,7 @@ from aiayn.model import Transformer
 from aiayn.tokenizer import Tokenizer
 from aiayn.train import distributed
 from aiayn.train.distributed import Ranks
+from aiayn.train.ema import EMA
 from aiayn.train.losses import output_layer_nll
 from aiayn.train.optim import learning_rate, make_optimizer, set_learning_rate
 from aiayn.train.stopping import METRICS, Patience, best, stop_reason
@@ -355,6 +357,10 @@ class _Run:
         self.criterion = distributed.wrap(Criterion(model, config.label_smoothing, tokenizer.pad_id), ranks,
                                           device)
         self.optimizer = make_optimizer(model, config)
+        # --bpe-dropout: each epoch draws its own pieces of every training sentence (data/subwords.py)
+        self.resampler = (Resampler(tokenizer, config.bpe_dropout, config.seed, data.max_len)
+                          if config.bpe_dropout else None)
+        self.ema = EMA(model, config.ema_decay) if config.ema_decay else None  # --ema-decay (train/ema.py)
         self.step, self.position, self.elapsed, self.best_bleu = 0, Position(), 0.0, float("-inf")
         self.scores: dict[str, list[tuple[int, float]]] = {m: [] for m in METRICS}  # (step, value) each
         self.rule = Patience(config.patience, config.stop_metric, config.min_delta)
@@ -370,6 +376,8 @@ class _Run:
             self.step, self.position = state["step"], Position(**state["position"])
             self.elapsed, self.best_bleu = state["elapsed"], state.get("best_bleu", self.best_bleu)
             self.scores.update({m: [tuple(x) for x in v] for m, v in state.get("scores", {}).items()})
+            if self.ema and "weights" in (state.get("ema") or {}):  # else it starts from the weights
+                self.ema.load(state["ema"])
         _seed_rank(state, self.config.seed, self.step, ranks)
         if ranks.main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -401,8 +409,11 @@ class _Run:
         return bool(interval) and self.step % interval == 0
 
     def own_batches(self, group: list[np.ndarray], corpus: TokenizedCorpus) -> list[Batch]:
-        """This rank's share of an update of `corpus`, padded; a filler counts no tokens."""
+        """This rank's share of an update of `corpus`, padded, in the pieces this epoch draws (with
+        --bpe-dropout); a filler counts no tokens."""
         t = self.tokenizer
+        if self.resampler:
+            corpus = self.resampler.epoch(corpus, self.position.epoch)
         batches = []
         for indices, real in distributed.share(group, self.ranks):
             batch = collate(indices, corpus, t.pad_id, self.bos_id, t.eos_id)
@@ -415,14 +426,21 @@ class _Run:
                 "optimizer": self.optimizer.state_dict(), "rng": rng_states[0],
                 "rng_ranks": rng_states if self.ranks.world > 1 else None, "elapsed": self.seconds(),
                 "best_bleu": self.best_bleu, "early_stop": self.early_stop,
-                "scores": {m: [list(x) for x in v] for m, v in self.scores.items()}}
+                "scores": {m: [list(x) for x in v] for m, v in self.scores.items()},
+                "ema": self.ema.state() if self.ema else None}
+
+    def validated(self) -> contextlib.AbstractContextManager:
+        """The weights that validation scores and checkpoints/best keeps: the moving average with
+        --ema-decay, else the model's own."""
+        return self.ema.applied(self.model) if self.ema else contextlib.nullcontext()
 
     def save(self) -> None:
         """Every rank calls this (their RNG states go into the checkpoint); rank 0 writes it."""
         rng_states = distributed.gather(rng_state(), self.ranks)
         if self.ranks.main:
             checkpoint.save(checkpoint.step_path(self.run_dir, self.step), self.model, self.tokenizer,
-                            self.data, self.config, self.snapshot(rng_states))
+                            self.data, self.config, self.snapshot(rng_states),
+                            ema=self.ema.model(self.model) if self.ema else None)
             checkpoint.prune(self.run_dir, self.config.keep_checkpoints)
 
     def validate(self) -> dict[str, float] | None:
@@ -430,8 +448,9 @@ class _Run:
         if not self.valid_batches:
             return None
         c = self.config
-        each = {name: evaluate(self.model, batches, c.label_smoothing, self.tokenizer.pad_id, self.device,
-                               c.precision) for name, batches in self.valid_batches.items()}
+        with self.validated():
+            each = {name: evaluate(self.model, batches, c.label_smoothing, self.tokenizer.pad_id, self.device,
+                                   c.precision) for name, batches in self.valid_batches.items()}
         result = _pooled(each)
         self.log.write("valid", step=self.step, **result, **_directions(each))
         each_loss = "".join(f" | {name} {r['loss']:.3f}" for name, r in each.items() if name)
@@ -451,7 +470,8 @@ class _Run:
             if start >= 0:
                 targets = [t[1:] for t in targets]
             decode = DecodeConfig(beam_size=self.config.bleu_beam, decoder_start=start)
-            translations = translate_ids(self.model, self.tokenizer, list(corpus.source), decode, False)
+            with self.validated():
+                translations = translate_ids(self.model, self.tokenizer, list(corpus.source), decode, False)
             references = [self.tokenizer.decode(t) for t in targets]
             target = name.partition("-")[2] or self.data.tgt_lang
             scores = sacrebleu_score([t[0].text for t in translations], references, tokenizer_for(target))
@@ -475,8 +495,9 @@ class _Run:
             return ""
         if before is not None and not self.rule.better(value, before[1], margin=0.0):
             return f" | best {metric} {before[1]:.4g} at step {before[0]:,}"
-        checkpoint.save(self.run_dir / "checkpoints" / "best", self.model, self.tokenizer, self.data,
-                        self.config, self.snapshot([rng_state()]))
+        with self.validated():  # what was scored
+            checkpoint.save(self.run_dir / "checkpoints" / "best", self.model, self.tokenizer, self.data,
+                            self.config, self.snapshot([rng_state()]))
         return " | new best, saved as checkpoints/best"
 
     def stop_reason(self) -> str | None:
@@ -515,8 +536,13 @@ def _train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus
             run.position, group, tokens = next(stream)
             run.step += 1
             lr = learning_rate(run.step, model.config.d_model, config.warmup_steps, config.lr_scale)
-            metrics = train_step(run.criterion, run.own_batches(group, mix), run.optimizer, lr, config,
-                                 device, tokens, ranks.world)
+            batches = run.own_batches(group, mix)
+            if run.resampler:  # drawn pieces: the update's target tokens counted, not foretold
+                tokens = int(distributed.all_sum([sum(b.n_tgt_tokens for b in batches)], ranks)[0])
+            metrics = train_step(run.criterion, batches, run.optimizer, lr, config, device, tokens,
+                                 ranks.world)
+            if run.ema:
+                run.ema.update(model)
             # The ranks stop together: this rank's reasons (a signal, a limit) are votes.
             votes = [metrics["loss"], metrics["nll"], float(stop.requested or run.limit() is not None)]
             loss, nll, stop_votes = distributed.all_sum(votes, ranks)
