@@ -28,6 +28,7 @@ more tokens than --batch-tokens. A draw longer than the run's --max-len keeps th
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from sentencepiece import sentencepiece_model_pb2 as spm_model
@@ -37,6 +38,8 @@ from aiayn.tokenizer import Tokenizer
 
 SIDES = ("source", "target")
 NORMAL = spm_model.ModelProto.SentencePiece.Type.NORMAL
+NONE = float("-inf")
+WORDS = 1_000_000  # words whose usual cut is remembered (Multi30k has about 30,000)
 
 
 class Merges:
@@ -49,15 +52,16 @@ class Merges:
         self.plain = [p.type == NORMAL for p in model.pieces]
         ids = {p.piece: i for i, p in enumerate(model.pieces) if p.type == NORMAL}
         self.chars = {piece: i for piece, i in ids.items() if len(piece) == 1}
-        self.merged: dict[tuple[int, int], tuple[float, int]] = {}  # (left, right) -> (score, piece)
+        self.size = len(model.pieces)
+        self.merged: dict[int, tuple[float, int]] = {}  # left * size + right -> (score, the merged piece)
         for i, p in enumerate(model.pieces):
             if p.type != NORMAL:
                 continue
             for cut in range(1, len(p.piece)):
                 left, right = ids.get(p.piece[:cut]), ids.get(p.piece[cut:])
                 if left is not None and right is not None:
-                    self.merged[left, right] = (p.score, i)
-        self._word_chars: dict[str, list[int] | None] = {}  # a word's text -> its characters' ids
+                    self.merged[left * self.size + right] = (p.score, i)
+        self._words: dict[str, tuple[list[int], list[tuple[int, int]]] | None] = {}  # `_usual`'s
 
     def sentence(self, ids: list[int], p: float, rng: random.Random) -> list[int]:
         """A sentence's usual pieces `ids`, each word cut again with dropout `p`."""
@@ -74,27 +78,72 @@ class Merges:
         return out
 
     def _word(self, usual: list[int], p: float, rng: random.Random) -> list[int]:
-        if len(usual) == 0:
-            return usual
-        text = "".join(self.pieces[i] for i in usual)
-        if text not in self._word_chars:
-            chars = [self.chars.get(c) for c in text]
-            self._word_chars[text] = None if None in chars else chars
-        symbols = self._word_chars[text]
-        if symbols is None:  # a character outside the vocabulary: its bytes stay as they were cut
-            return usual
-        merged = self.merged
-        while len(symbols) > 1:
-            best, at, piece = float("-inf"), -1, 0
-            for j in range(len(symbols) - 1):
-                merge = merged.get((symbols[j], symbols[j + 1]))
-                if merge is not None and merge[0] > best and rng.random() >= p:  # dropped with p
-                    best, at, piece = merge[0], j, merge[1]
-            if at < 0:
-                break
-            symbols = [*symbols[:at], piece, *symbols[at + 2:]]
-        return symbols
+        """One word's usual pieces `usual`, cut again from its characters with dropout `p`.
 
+        Dropping each merge on offer with p and taking the best one left is taking them best first
+        (the leftmost of equals first) until one is not dropped. So while the best is not dropped,
+        the word is cut as usual: one draw per usual merge, and the usual pieces if none is dropped;
+        from the first that is, the rest is drawn step by step."""
+        if not usual:
+            return usual
+        known = self._usual(usual)
+        if known is None:  # a character outside the vocabulary: its bytes stay as they were cut
+            return usual
+        chars, path = known
+        rand = rng.random
+        for k, _ in enumerate(path):
+            if rand() < p:  # step k's best merge is dropped
+                symbols = list(chars)
+                for at, piece in path[:k]:
+                    symbols[at:at + 2] = [piece]
+                return self._drawn(symbols, p, rand, dropped=1)
+        return usual
+
+    def _usual(self, usual: list[int]) -> tuple[list[int], list[tuple[int, int]]] | None:
+        """A word's characters (ids) and the merges that cut it as usual, (where, piece) in order; None
+        when a character has no piece. Remembered for the words seen (up to `WORDS` of them)."""
+        text = "".join(self.pieces[i] for i in usual)
+        if text in self._words:
+            return self._words[text]
+        chars = [self.chars.get(c) for c in text]
+        known = None
+        if None not in chars:
+            path: list[tuple[int, int]] = []
+            symbols = list(chars)
+            self._drawn(symbols, 0.0, lambda: 1.0, path=path)
+            known = (chars, path)
+        if len(self._words) < WORDS:
+            self._words[text] = known
+        return known
+
+    def _drawn(self, symbols: list[int], p: float, rand: Callable[[], float], dropped: int = 0,
+               path: list[tuple[int, int]] | None = None) -> list[int]:
+        """Merge `symbols` (in place) step by step, each step's merges best first until one is not
+        dropped; the first step's `dropped` best ones are dropped already. `path`: the merges made."""
+        get, size = self.merged.get, self.size
+        merges = [get(a * size + b) for a, b in zip(symbols, symbols[1:], strict=False)]
+        while True:
+            at, best = -1, NONE
+            if not dropped:  # the best (the leftmost of equals), mostly not dropped
+                for j, merge in enumerate(merges):
+                    if merge is not None and merge[0] > best:
+                        at, best = j, merge[0]
+            if at < 0 or rand() < p:  # none, or dropped: the next best in turn
+                offered = sorted((j for j, m in enumerate(merges) if m is not None),
+                                 key=lambda j: -merges[j][0])
+                at = next((j for j in offered[max(dropped, at >= 0):] if rand() >= p), -1)
+            dropped = 0
+            if at < 0:
+                return symbols
+            piece = merges[at][1]
+            if path is not None:
+                path.append((at, piece))
+            symbols[at:at + 2] = [piece]
+            del merges[at]
+            if at > 0:
+                merges[at - 1] = get(symbols[at - 1] * size + symbols[at])
+            if at < len(merges):
+                merges[at] = get(symbols[at] * size + symbols[at + 1])
 
 class Resampler:
     """Draws a sentence's pieces with BPE-dropout `p`, reproducibly from (seed, epoch, pair, side)."""
