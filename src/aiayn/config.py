@@ -224,6 +224,9 @@ class TrainConfig:
     )
     warmup_steps: int = _opt(4000, "linear warm-up steps before the inverse-square-root decay",
                             bounds=">= 1")
+    lr_decay: str = _opt(
+        "inverse-sqrt", "after the warm-up: inverse-sqrt (the paper), or linear from the peak to 0 at "
+                        "--max-steps (a run of a fixed, short budget)", ("inverse-sqrt", "linear"))
     adam_beta1: float = _opt(0.9, "Adam beta1", bounds="[0, 1)")
     adam_beta2: float = _opt(0.98, "Adam beta2", bounds="[0, 1)")
     adam_eps: float = _opt(1e-9, "Adam epsilon", bounds=">= 0")
@@ -270,6 +273,9 @@ class TrainConfig:
     def __post_init__(self) -> None:
         _check_fields(self)
         check_device(self.device)
+        if self.lr_decay == "linear" and self.max_steps <= self.warmup_steps:
+            raise ConfigError(f"lr_decay=linear falls to 0 at max_steps, which must be more than "
+                              f"warmup_steps (max_steps={self.max_steps}, warmup_steps={self.warmup_steps})")
         loss = self.stop_metric == "loss"
         if self.patience and not (self.valid_every if loss else self.bleu_every):
             flag, when = ("--valid-every", "at the end only") if loss else ("--bleu-every", "never")

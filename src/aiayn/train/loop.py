@@ -535,7 +535,8 @@ def _train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus
         while not stopping:
             run.position, group, tokens = next(stream)
             run.step += 1
-            lr = learning_rate(run.step, model.config.d_model, config.warmup_steps, config.lr_scale)
+            lr = learning_rate(run.step, model.config.d_model, config.warmup_steps, config.lr_scale,
+                               config.lr_decay, config.max_steps)
             batches = run.own_batches(group, mix)
             if run.resampler:  # drawn pieces: the update's target tokens counted, not foretold
                 tokens = int(distributed.all_sum([sum(b.n_tgt_tokens for b in batches)], ranks)[0])
