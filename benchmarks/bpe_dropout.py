@@ -7,8 +7,8 @@ updates on drawn against usual pieces, for the Multi30k recipe's model, side by 
     python benchmarks/bpe_dropout.py --smoke            # seconds: keeps the script working (CI)
 
 Prints, for each P: seconds to draw an epoch's pieces, pieces per sentence against the usual ones,
-the seconds of one update on the same pairs (usual, drawn), and an epoch's time with drawing against
-without (the ratio is what --bpe-dropout P costs the wall clock of a run).
+the seconds of one update (batches of --batch-tokens tokens, usual or drawn), and an epoch's time with
+drawing against without (the ratio is what --bpe-dropout P costs the wall clock of a run).
 """
 
 from __future__ import annotations
@@ -56,14 +56,13 @@ def main() -> None:
     train_config = cfg.TrainConfig()
     criterion, optimizer = Criterion(model, 0.1, tokenizer.pad_id), make_optimizer(model, train_config)
     order = make_batches(*tokenized.lengths(), recipe.data.batch_tokens, seed=1)
-    picked = order[: 2 if args.smoke else args.batches]
     ids = tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id
     parameters = sum(p.numel() for p in model.parameters())
     print(f"{machine()}\n{len(tokenized):,} pairs, {len(order)} batches an epoch of up to "
           f"{recipe.data.batch_tokens:,} tokens; model {parameters / 1e6:.2f}M")
 
-    def update_seconds(corpus_view) -> float:
-        batches = [collate(b, corpus_view, *ids) for b in picked]
+    def update_seconds(corpus_view, order) -> float:
+        batches = [collate(b, corpus_view, *ids) for b in order[: 2 if args.smoke else args.batches]]
         train_step(criterion, batches[:1], optimizer, 1e-4, train_config, CPU)  # warm-up
         times = []
         for _ in range(1 if args.smoke else args.rounds):
@@ -73,7 +72,7 @@ def main() -> None:
             times.append((time.perf_counter() - start) / len(batches))
         return statistics.median(times)
 
-    usual_update = update_seconds(tokenized)
+    usual_update = update_seconds(tokenized, order)
     usual_epoch = usual_update * len(order)
     usual_pieces = sum(map(len, tokenized.source)) + sum(map(len, tokenized.target))
     rows = ["| P | drawing an epoch (both sides) | pieces / usual | update, usual | update, drawn "
@@ -81,10 +80,10 @@ def main() -> None:
     for p in args.p:
         resampler = Resampler(tokenizer, p, seed=1, max_len=recipe.data.max_len)
         start = time.perf_counter()
-        drawn = resampler.epoch(tokenized, 0)
-        pieces = sum(len(drawn.source[i]) + len(drawn.target[i]) for i in range(len(tokenized)))
+        drawn = resampler.drawn(tokenized, 0)
         drawing = time.perf_counter() - start
-        drawn_update = update_seconds(drawn)
+        pieces = sum(map(int, drawn.source.lengths())) + sum(map(int, drawn.target.lengths()))
+        drawn_update = update_seconds(drawn, make_batches(*drawn.lengths(), recipe.data.batch_tokens, seed=1))
         drawn_epoch = drawn_update * len(order) + drawing
         rows.append(f"| {p:g} | {drawing:.1f} s | {pieces / usual_pieces:.3f}x | "
                     f"{usual_update * 1e3:.0f} ms | {drawn_update * 1e3:.0f} ms | {usual_epoch:.0f} s | "
@@ -94,7 +93,7 @@ def main() -> None:
     if args.record and not args.smoke:
         record("BPE-dropout: what drawing the pieces costs a run", "\n".join(rows),
                f"Multi30k en->de train, the model of recipes/{RECIPE.name}, 2 threads; the updates of the "
-               f"first {args.batches} batches of an epoch (the same pairs, usual and drawn pieces), median "
+               f"first {args.batches} batches of an epoch (usual or drawn pieces, batched alike), median "
                f"of {args.rounds} rounds; an epoch's time = an update's time x the batches of an epoch "
                "(+ drawing its pieces).", path=detail("multi30k"))
 

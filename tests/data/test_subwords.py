@@ -35,14 +35,14 @@ def rows(sampled, side, n):
 
 def test_no_dropout_draws_exactly_sentencepieces_pieces(captions):
     _, tokenizer, corpus = captions
-    usual = Resampler(tokenizer, 0.0, seed=1, max_len=256).epoch(corpus, 0)
+    usual = Resampler(tokenizer, 0.0, seed=1, max_len=256).drawn(corpus, 0)
     for side in ("source", "target"):
         assert rows(usual, side, len(corpus)) == getattr(corpus, side)
 
 
 def test_drawn_pieces_spell_the_sentence_and_differ_from_the_usual_ones(captions):
     text, tokenizer, corpus = captions
-    sampled = Resampler(tokenizer, 0.1, seed=1, max_len=256).epoch(corpus, 0)
+    sampled = Resampler(tokenizer, 0.1, seed=1, max_len=256).drawn(corpus, 0)
     for side, sentences in (("source", text.source), ("target", text.target)):
         drawn = rows(sampled, side, len(corpus))
         spelled = [tokenizer.source_sp.decode(ids) for ids in getattr(corpus, side)]  # spaces as cut
@@ -59,12 +59,12 @@ def test_one_seed_draws_the_same_pieces_twice_and_each_epoch_new_ones(captions):
     again = Resampler(tokenizer, 0.1, seed=1, max_len=256)
     other = Resampler(tokenizer, 0.1, seed=2, max_len=256)
     n = 200
-    # in another order too: a pair's pieces do not depend on what was drawn before
-    assert rows(first.epoch(corpus, 3), "source", n) == rows(again.epoch(corpus, 3), "source", n)
-    backwards = [again.epoch(corpus, 3).target[i] for i in reversed(range(n))][::-1]
-    assert rows(first.epoch(corpus, 3), "target", n) == backwards
-    assert rows(first.epoch(corpus, 3), "source", n) != rows(first.epoch(corpus, 4), "source", n)
-    assert rows(first.epoch(corpus, 3), "source", n) != rows(other.epoch(corpus, 3), "source", n)
+    assert rows(first.drawn(corpus, 3), "source", n) == rows(again.drawn(corpus, 3), "source", n)
+    # a pair's pieces do not depend on the others drawn with it (nor on the batch it falls into)
+    alone = [again.row(corpus.target[i], "target", 3, i) for i in reversed(range(n))][::-1]
+    assert rows(first.drawn(corpus, 3), "target", n) == alone
+    assert rows(first.drawn(corpus, 3), "source", n) != rows(first.drawn(corpus, 4), "source", n)
+    assert rows(first.drawn(corpus, 3), "source", n) != rows(other.drawn(corpus, 3), "source", n)
 
 
 def test_memory_mapped_corpora_draw_the_same_pieces_as_lists(captions, tmp_path):
@@ -72,13 +72,13 @@ def test_memory_mapped_corpora_draw_the_same_pieces_as_lists(captions, tmp_path)
     mapped = binarized.write(tmp_path / "val", zip(text.source, text.target, strict=True), tokenizer)
     resampler = Resampler(tokenizer, 0.1, seed=1, max_len=256)
     for side in ("source", "target"):
-        assert rows(resampler.epoch(mapped, 2), side, 100) == rows(resampler.epoch(corpus, 2), side, 100)
+        assert rows(resampler.drawn(mapped, 2), side, 100) == rows(resampler.drawn(corpus, 2), side, 100)
 
 
 def test_a_draw_longer_than_max_len_keeps_the_usual_pieces(captions):
     _, tokenizer, corpus = captions
     longest = max(map(len, corpus.source))
-    sampled = Resampler(tokenizer, 0.9, seed=1, max_len=longest).epoch(corpus, 0)
+    sampled = Resampler(tokenizer, 0.9, seed=1, max_len=longest).drawn(corpus, 0)
     for i, usual in enumerate(corpus.source):
         drawn = sampled.source[i]
         assert len(drawn) <= longest
@@ -91,7 +91,7 @@ def test_the_target_language_piece_stays_first(captions):
     tokenizer = Tokenizer.learn_languages({"en": text.source, "de": text.target}, 2000)
     corpus = told(tokenize(text, tokenizer), tokenizer, Direction("en", "de"), "target")
     piece = tokenizer.language_id("de")
-    sampled = Resampler(tokenizer, 0.5, seed=1, max_len=256).epoch(corpus, 0)
+    sampled = Resampler(tokenizer, 0.5, seed=1, max_len=256).drawn(corpus, 0)
     for i in range(50):
         drawn = sampled.target[i]
         assert drawn[0] == piece and piece not in drawn[1:]

@@ -20,25 +20,33 @@ its target language) keep their usual pieces.
 The draws are Python's generator, seeded from (the run's seed, the epoch, the pair, the side): the
 same sentence gets the same pieces in a run resumed at any update, on every rank of a distributed
 run, whatever batch it falls into, and new pieces every epoch. (SentencePiece's own sampling cannot be
-seeded that way: its generators are seeded once per thread.) Batches are formed from the usual
-lengths; drawn sentences are longer (about a fifth at P = 0.1 on Multi30k), so batches hold that many
-more tokens than --batch-tokens. A draw longer than the run's --max-len keeps the usual pieces.
+seeded that way: its generators are seeded once per thread.) An epoch's pieces are drawn when it
+begins, all at once (`Resampler.drawn`: a few seconds for Multi30k, kept end to end in two arrays),
+so that its batches are made from the drawn lengths: a batch holds --batch-tokens tokens as drawn,
+with as little padding as usual (batches made from the usual lengths were a third padding).
+Drawn sentences are longer (about a fifth at P = 0.1 on Multi30k). A draw longer than the run's
+--max-len keeps the usual pieces.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sentencepiece import sentencepiece_model_pb2 as spm_model
 
 from aiayn.config import ConfigError
+from aiayn.data.binarized import TokenStore
 from aiayn.tokenizer import Tokenizer
 
 SIDES = ("source", "target")
 NORMAL = spm_model.ModelProto.SentencePiece.Type.NORMAL
 NONE = float("-inf")
+CHUNK = 10_000  # pairs drawn at a time
 WORDS = 1_000_000  # words whose usual cut is remembered (Multi30k has about 30,000)
 
 
@@ -153,6 +161,7 @@ class Resampler:
             raise ConfigError(f"--bpe-dropout {p:g} drops BPE merges, and this tokenizer is not a BPE "
                               "model (OPUS-MT's are unigram models): train without --bpe-dropout")
         self.p, self.seed, self.max_len = p, seed, max_len
+        self._last: tuple[tuple[int, int], Drawn] | None = None  # ((corpus, epoch), its pieces)
         merges = {proto: Merges(proto) for proto in {tokenizer.model_proto(side) for side in SIDES}}
         self.merges = {side: merges[tokenizer.model_proto(side)] for side in SIDES}
 
@@ -162,23 +171,37 @@ class Resampler:
         drawn = self.merges[side].sentence(ids, self.p, rng)
         return ids if len(drawn) > self.max_len else drawn
 
-    def epoch(self, corpus: Any, epoch: int) -> Sampled:
-        """`corpus` (anything with `source[i]` and `target[i]`) as `epoch` draws its pieces."""
-        return Sampled(self, corpus, epoch)
+    def drawn(self, corpus: Any, epoch: int) -> Drawn:
+        """`corpus` (anything with `source[i]`, `target[i]` and a length) with every pair's pieces as
+        `epoch` draws them; the last epoch drawn is kept, so asking again costs nothing."""
+        key = (id(corpus), epoch)
+        if self._last is None or self._last[0] != key:
+            self._last = (key, Drawn(*(self._side(getattr(corpus, side), side, epoch, len(corpus))
+                                       for side in SIDES)))
+        return self._last[1]
+
+    def _side(self, rows: Any, side: str, epoch: int, n: int) -> TokenStore:
+        """One side's pieces as `epoch` draws them, end to end (`TokenStore`), a chunk at a time."""
+        tokens, lengths = [], []
+        for start in range(0, n, CHUNK):
+            drawn = [self.row(list(rows[i]), side, epoch, i) for i in range(start, min(start + CHUNK, n))]
+            lengths.append(np.fromiter(map(len, drawn), np.int64, len(drawn)))
+            tokens.append(np.fromiter(itertools.chain.from_iterable(drawn), np.int32))
+        offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]) if n else np.zeros(1, np.int64)
+        return TokenStore(np.concatenate(tokens) if n else np.zeros(0, np.int32), offsets)
 
 
-class _Side:
-    def __init__(self, resampler: Resampler, rows: Any, side: str, epoch: int) -> None:
-        self.resampler, self.rows, self.side, self.epoch = resampler, rows, side, epoch
+@dataclass
+class Drawn:
+    """A corpus's pieces as one epoch draws them: `source[i]` and `target[i]` (what `batching.collate`
+    reads), and their lengths (what batches are made from)."""
 
-    def __getitem__(self, i: int) -> list[int]:
-        return self.resampler.row(list(self.rows[i]), self.side, self.epoch, int(i))
+    source: TokenStore
+    target: TokenStore
 
+    def __len__(self) -> int:
+        return len(self.source)
 
-class Sampled:
-    """A corpus whose `source[i]` and `target[i]` are pair i's pieces as drawn in one epoch
-    (what `batching.collate` reads)."""
-
-    def __init__(self, resampler: Resampler, corpus: Any, epoch: int) -> None:
-        self.source = _Side(resampler, corpus.source, "source", epoch)
-        self.target = _Side(resampler, corpus.target, "target", epoch)
+    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """Padded-length contributions, as `TokenizedCorpus.lengths`: source + eos, target + bos."""
+        return self.source.lengths() + 1, self.target.lengths() + 1

@@ -150,22 +150,28 @@ class Position:
     batch: int = 0
 
 
-def updates(lengths: tuple[np.ndarray, np.ndarray], data: DataConfig, config: TrainConfig, start: Position,
-            min_batches: int = 1, sample: Callable[[int, int], np.ndarray | None] | None = None
+Lengths = tuple[np.ndarray, np.ndarray]  # (source, target) of each pair
+
+
+def updates(lengths: Lengths | Callable[[int], Lengths], data: DataConfig, config: TrainConfig,
+            start: Position, min_batches: int = 1,
+            sample: Callable[[int, int], np.ndarray | None] | None = None
             ) -> Iterator[tuple[Position, list[np.ndarray], int]]:
     """Endless stream of (position after, the pair indices of each batch of one update, the update's
     target tokens), starting at `start`.
 
     Batches are accumulated until an update holds `update_tokens` target tokens and at least
     `min_batches` batches (one per rank); an update never spans two epochs. `sample(seed, epoch)`:
-    the pairs of an epoch (`Mix.sample`; None: each pair once). The stream depends on (seed, epoch)
-    alone, so every rank computes the same one and a resumed run continues it.
+    the pairs of an epoch (`Mix.sample`; None: each pair once). `lengths`: the pairs' lengths, or
+    those of an epoch's (`lengths(epoch)`: the pieces BPE-dropout draws). The stream depends on
+    (seed, epoch) alone, so every rank computes the same one and a resumed run continues it.
     """
-    src_lens, tgt_lens = lengths
-    if not len(src_lens):  # else this loop would spin forever, deaf to Ctrl-C
+    lengths_of = lengths if callable(lengths) else lambda epoch: lengths
+    if not len(lengths_of(start.epoch)[0]):  # else this loop would spin forever, deaf to Ctrl-C
         raise DataError("no training pairs to make batches of")
     epoch, index = start.epoch, start.batch
     while True:
+        src_lens, tgt_lens = lengths_of(epoch)
         subset = sample(config.seed, epoch) if sample else None
         order = make_batches(src_lens, tgt_lens, data.batch_tokens, config.seed, epoch, subset=subset)
         while index < len(order):
@@ -413,7 +419,7 @@ class _Run:
         --bpe-dropout); a filler counts no tokens."""
         t = self.tokenizer
         if self.resampler:
-            corpus = self.resampler.epoch(corpus, self.position.epoch)
+            corpus = self.resampler.drawn(corpus, self.position.epoch)
         batches = []
         for indices, real in distributed.share(group, self.ranks):
             batch = collate(indices, corpus, t.pad_id, self.bos_id, t.eos_id)
@@ -524,7 +530,8 @@ def _train(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorpus
     run.begin(state)
     metrics: dict[str, Any] = {}
     mix = train_data if isinstance(train_data, Mix) else Mix([("train", train_data)])
-    stream = updates(mix.lengths(), data, config, run.position, min_batches=ranks.world, sample=mix.sample)
+    lengths = (lambda epoch: run.resampler.drawn(mix, epoch).lengths()) if run.resampler else mix.lengths()
+    stream = updates(lengths, data, config, run.position, min_batches=ranks.world, sample=mix.sample)
     refresh = 1.0 if sys.stderr.isatty() else 30.0  # seconds; a log file needs fewer bar lines
     if state is None and config.init_from:
         run.validate()  # where a run started from a model begins: its parent's validation loss
