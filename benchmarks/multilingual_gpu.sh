@@ -12,7 +12,9 @@
 # Runs from the source tree (PYTHONPATH=src): no install needed beside PyTorch and aiayn's dependencies.
 # Environment: WORK (the runs, default /tmp/multilingual-gpu), DEADLINE=S (stop training still running
 # after S seconds, average it as it stands), DEVICE (default cuda), EXTRA (more `aiayn train` options),
-# MULTI_EXTRA (more options for the multilingual run alone).
+# MULTI_EXTRA (more options for the multilingual run alone), BILINGUAL (the bilingual recipe, default
+# recipes/multi30k-small.toml), MULTI (the multilingual one, default recipes/multi30k-multilingual.toml),
+# AVERAGE (how each run's model is made, default "--last 5"; "--ema --last 1" for runs with --ema-decay).
 set -u
 out=$1; shift
 pairs=("${@:-en-cs cs-en fr-en}")
@@ -26,6 +28,9 @@ work=${WORK:-/tmp/multilingual-gpu}
 device=${DEVICE:-cuda}
 EXTRA=${EXTRA:-}   # more training options, for a short trial: EXTRA="--max-steps 10 --save-every 2" DEVICE=cpu
 MULTI_EXTRA=${MULTI_EXTRA:-}   # the multilingual run's alone, e.g. a wider model: "--d-model 512 --d-ff 2048 --n-heads 8"
+BILINGUAL=${BILINGUAL:-recipes/multi30k-small.toml}
+MULTI=${MULTI:-recipes/multi30k-multilingual.toml}
+AVERAGE=${AVERAGE:---last 5}
 mkdir -p "$out" "$work"
 aiayn() { python3 -m aiayn "$@"; }
 stamp() { echo -e "$1\t$2\t$(date +%s.%N)" >> "$out/times.tsv"; }
@@ -40,7 +45,7 @@ one_run() {  # NAME TRAIN-OPTIONS...: train, average, score on the GPU
     stamp "$name" train-start
     aiayn train --out "$run" --device "$device" --threads 2 "$@" $EXTRA > "$work/$name.train.log" 2>&1 || return 1
     stamp "$name" train-end
-    aiayn average "$run" --last 5 --out "$run/averaged" > "$work/$name.average.log" 2>&1 || return 1
+    aiayn average "$run" $AVERAGE --out "$run/averaged" > "$work/$name.average.log" 2>&1 || return 1
     stamp "$name" averaged
 }
 
@@ -62,13 +67,13 @@ ship_results() {
         --exclude='*.pt' --exclude='*.bin' --exclude=model.tar.gz .
 }
 
-(one_run multilingual --config recipes/multi30k-multilingual.toml $MULTI_EXTRA \
-    || aiayn average "$work/multilingual" --last 5 --out "$work/multilingual/averaged" > /dev/null 2>&1
+(one_run multilingual --config "$MULTI" $MULTI_EXTRA \
+    || aiayn average "$work/multilingual" $AVERAGE --out "$work/multilingual/averaged" > /dev/null 2>&1
  ship_model && score multilingual) &
 pids=($!)
 for pair in "${pairs[@]}"; do
-    (one_run "$pair" --config recipes/multi30k-small.toml --src-lang "${pair%-*}" --tgt-lang "${pair#*-}" \
-        || aiayn average "$work/$pair" --last 5 --out "$work/$pair/averaged" > /dev/null 2>&1
+    (one_run "$pair" --config "$BILINGUAL" --src-lang "${pair%-*}" --tgt-lang "${pair#*-}" \
+        || aiayn average "$work/$pair" $AVERAGE --out "$work/$pair/averaged" > /dev/null 2>&1
      score "$pair") &
     pids+=($!)
 done
