@@ -46,10 +46,11 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                         "length penalty, and keep the best by BLEU in the checkpoint (decoding.json), "
                         "where translating with the model (the CLI, the Python API, the server) finds "
                         "them unless told otherwise")
-    p.add_argument("--sweep-beams", type=int_list, default=(4, 6), metavar="B,B,...",
-                   help="beam sizes to try (default: 4,6)")
-    p.add_argument("--sweep-penalties", type=float_list, default=(0.4, 0.6, 0.8, 1.0, 1.2), metavar="A,A,...",
-                   help="length penalties to try (default: 0.4,0.6,0.8,1.0,1.2)")
+    p.add_argument("--sweep-beams", type=int_list, default=(4, 8), metavar="B,B,...",
+                   help="beam sizes to try (default: 4,8)")
+    p.add_argument("--sweep-penalties", type=float_list, default=(0.6, 1.0, 1.4, 1.8, 2.2, 2.6, 3.0),
+                   metavar="A,A,...", help="length penalties to try (default: 0.6,1,1.4,1.8,2.2,2.6,3; small "
+                                           "models often stop too early, and a larger penalty lengthens)")
     p.add_argument("--tokenize", choices=("auto", *evaluate.TOKENIZERS), default="auto",
                    help="sacreBLEU's tokeniser for BLEU; auto (default): by the target language, zh for "
                         "Chinese, ja-mecab and ko-mecab for Japanese and Korean, 13a for the others")
