@@ -27,26 +27,8 @@ if [ "${1:-}" = "--relative-positions" ]; then
     run="$run-relative"
 fi
 
-. scripts/setup.sh                         # .venv, aiayn, $AIAYN_DATA_DIR
-
-start=$SECONDS
-aiayn train --config "$recipe" --src-lang "$src" --tgt-lang "$tgt" --out "$run" "$@"
-echo "training took $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s (wall time, data and tokenizer included)"
-# shellcheck disable=SC2086  # $average holds several options
-aiayn average "$run" $average --out "$run/averaged"
-aiayn evaluate "$run/averaged" --sweep --scores "$run/sweep.json"   # on multi30k:val, never a test set
-tests="test_2016_flickr test_2017_flickr"
+tests="multi30k:test_2016_flickr multi30k:test_2017_flickr"
 if [ "$src" = cs ] || [ "$tgt" = cs ]; then
-    tests=test_2016_flickr                     # Multi30k has no Czech test_2017_flickr
+    tests=multi30k:test_2016_flickr            # Multi30k has no Czech test_2017_flickr
 fi
-for test in $tests; do
-    aiayn evaluate "$run/averaged" --test "multi30k:$test" --output "$run/$test.$tgt" --scores "$run/$test.json"
-done
-echo "all done in $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s"
-
-echo
-echo "model: $run/averaged. To use aiayn from your shell:"
-echo "  . .venv/bin/activate"
-if [ -n "${AIAYN_DATA_DIR:-}" ]; then
-    echo "  export AIAYN_DATA_DIR=$AIAYN_DATA_DIR     # where Multi30k is"
-fi
+. scripts/recipe.sh

@@ -150,6 +150,12 @@ def load(path: str | Path, device: str | torch.device = "cpu", with_state: bool 
                       cfg.build(cfg.TrainConfig, meta["train"], str(meta_path)), state, path)
 
 
+def data_of(path: str | Path) -> cfg.DataConfig:
+    """The data settings a checkpoint was trained with, read without its weights."""
+    meta_path = Path(path) / CONFIG_FILE
+    return cfg.build(cfg.DataConfig, _read_meta(meta_path)["data"], str(meta_path))
+
+
 def _read_meta(meta_path: Path) -> dict[str, Any]:
     try:
         meta = json.loads(meta_path.read_bytes().decode("utf-8"))

@@ -133,10 +133,11 @@ class DataConfig:
     )
     train: tuple[str, ...] = _opt(
         ("multi30k",),
-        "training data: multi30k[:SPLIT], synthetic:copy, synthetic:reverse, FILE.tsv[.gz], "
-        "SRC_FILE,TGT_FILE, PREFIX (reads PREFIX.SRC_LANG and PREFIX.TGT_LANG, plain or .gz), "
-        "hf:NAME_OR_PATH[:CONFIG][:SPLIT] (HuggingFace datasets, hub or local files), or a tokenized "
-        "corpus directory (DATA_DIR/train). Given more than once, the corpora are mixed (--train-weights)",
+        "training data: multi30k[:SPLIT], tatoeba-zh[:SPLIT] (English-Chinese), synthetic:copy, "
+        "synthetic:reverse, FILE.tsv[.gz], SRC_FILE,TGT_FILE, PREFIX (reads PREFIX.SRC_LANG and "
+        "PREFIX.TGT_LANG, plain or .gz), hf:NAME_OR_PATH[:CONFIG][:SPLIT] (HuggingFace datasets, hub or "
+        "local files), or a tokenized corpus directory (DATA_DIR/train). Given more than once, the "
+        "corpora are mixed (--train-weights)",
         metavar="SPEC",
     )
     train_weights: tuple[float, ...] = _opt(

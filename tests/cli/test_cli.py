@@ -276,6 +276,15 @@ def test_evaluate_translates_writes_hypotheses_and_scores_them(trained_run, tmp_
         assert record["device"].startswith("pytorch float32 packed on cpu")
 
 
+def test_evaluate_scores_the_test_set_of_the_models_training_corpus_by_default(trained_run, tmp_path):
+    """trained on synthetic:reverse: its test split (tatoeba-zh: tatoeba-zh:test); a model that names
+    none: multi30k:test_2016_flickr."""
+    scores = tmp_path / "scores.json"
+    assert main(["evaluate", str(trained_run), "--beam-size", "1", "--scores", str(scores), "--device", "cpu",
+                 "--no-compile"]) == 0
+    assert json.loads(scores.read_text())["test"] == "synthetic:reverse:test"
+
+
 def test_average_of_checkpoints_is_the_mean_of_their_weights(trained_run, tmp_path, capsys):
     out = tmp_path / "avg"
     assert main(["average", str(trained_run), "--last", "2", "--out", str(out)]) == 0

@@ -103,6 +103,20 @@ HARD_CASES = [
     # zh
     ('zh', '我很好。你呢？我们走吧！',
      ['我很好。', '你呢？', '我们走吧！']),
+    ('zh', '他问：“你好吗？”我说：“很好。”',
+     ['他问：“你好吗？”', '我说：“很好。”']),
+    ('zh', '他说「走吧！」我们就走了。',
+     ['他说「走吧！」', '我们就走了。']),
+    ('zh', '（这是括号里的话。）然后呢？',
+     ['（这是括号里的话。）', '然后呢？']),
+    ('zh', '你先走；我马上就来。',
+     ['你先走；', '我马上就来。']),
+    ('zh', '等一下……我来了。',
+     ['等一下……', '我来了。']),
+    ('zh', 'Tom住在New York。他用Python 3.11写代码!你呢?',
+     ['Tom住在New York。', '他用Python 3.11写代码!', '你呢?']),
+    ('zh', '价格是3.5元，很便宜。',
+     ['价格是3.5元，很便宜。']),
     # ja
     ('ja', '今日は晴れです。明日は雨です。',
      ['今日は晴れです。', '明日は雨です。']),
@@ -129,7 +143,7 @@ def test_without_sentence_splitting_a_text_is_one_sentence():
     assert split("  ", "en", sentences=False) == Parts([], ["  "])
 
 
-@given(st.text(alphabet=st.sampled_from("ab .?!\n\t\"'(),。？M1:;"), max_size=60),
+@given(st.text(alphabet=st.sampled_from("ab .?!\n\t\"'(),。？；…”」M1:;"), max_size=60),
        st.sampled_from(["en", "de", "fr", "zh"]))
 def test_property_the_parts_of_any_text_join_to_it(text, lang):
     for sentences in (True, False):
@@ -145,6 +159,17 @@ def test_between_sentences_a_space_where_the_target_language_has_them():
     en = split("I am fine. And you?", "en")
     assert join(en, ["我很好。", "你呢？"], "zh") == "我很好。你呢？"
     assert join(en, ["Mir geht es gut.", "Und dir?"], "de") == "Mir geht es gut. Und dir?"
+
+
+def test_a_chinese_paragraph_is_cut_into_its_sentences_and_joined_without_spaces():
+    paragraph = "今天天气很好。我们去公园散步吧！你想一起去吗？"
+    parts = split(paragraph, "zh")
+    assert parts.sentences == ["今天天气很好。", "我们去公园散步吧！", "你想一起去吗？"]
+    assert join(parts, parts.sentences, "zh") == paragraph
+    english = split("The weather is fine today. Let us walk in the park! Do you want to come?", "en")
+    assert join(english, parts.sentences, "zh") == paragraph  # no space inserted between them
+    assert join(parts, ["The weather is fine.", "Let us go!", "Coming?"], "en") == \
+        "The weather is fine. Let us go! Coming?"
 
 
 def test_a_sentence_too_long_is_cut_at_its_best_boundaries_and_nothing_is_lost():

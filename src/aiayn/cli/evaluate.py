@@ -16,7 +16,7 @@ from aiayn.cli.options import (
     translator_for,
 )
 from aiayn.config import ConfigError
-from aiayn.data.corpora import default_valid, load_corpus
+from aiayn.data.corpora import default_test, default_valid, load_corpus
 from aiayn.data.readers import DataError, read_lines
 from aiayn.files import check_writable
 
@@ -29,8 +29,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                     "signature. With --hypotheses, score that file instead (no model needed).")
     p.add_argument("checkpoint", nargs="?", help="checkpoint or run directory (not with --hypotheses)")
     p.add_argument("--test", metavar="SPEC",
-                   help="test set, in the forms --train takes (default: multi30k:test_2016_flickr; with "
-                        "--sweep: the model's validation set)")
+                   help="test set, in the forms --train takes (default: the test set of the model's training "
+                        "corpus, such as tatoeba-zh:test, else multi30k:test_2016_flickr; with --sweep: the "
+                        "model's validation set)")
     add_direction_options(p, "the model's; a multilingual model's: every direction it has, and with "
                              "--zero-shot the others too; with --hypotheses: en, de",
                           "the test set's languages, which a multilingual model translates")
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.checkpoint and args.sweep:
         record = _swept(translator_for(args), args)
     elif args.checkpoint:
-        args.test = args.test or "multi30k:test_2016_flickr"
+        args.test = args.test or _test_set(args.checkpoint)
         translator = translator_for(args)
         every = translator.pairs and not (args.src_lang or args.tgt_lang)  # a multilingual model's all
         translators = translator.directions(args.zero_shot) if every else [translator]
@@ -152,9 +153,18 @@ def _swept_checkpoint(path: str, translator, one_direction: bool) -> Path:
     return checkpoint.resolve(path)
 
 
+def _test_set(path: str) -> str:
+    """The test set of the corpus an aiayn model was trained on, else multi30k:test_2016_flickr."""
+    if checkpoint.is_checkpoint(Path(path)) or checkpoint.step_checkpoints(path):
+        data = checkpoint.data_of(checkpoint.resolve(path))
+        if data.train and (test := default_test(data.train[0])):
+            return test
+    return "multi30k:test_2016_flickr"
+
+
 def _validation_set(path: Path) -> str:
     """The validation set the model at `path` was trained with, as a spec `load_corpus` reads."""
-    data = checkpoint.load(path, with_state=False).data
+    data = checkpoint.data_of(path)
     spec = data.valid or default_valid(data.train[0])
     if not spec or Path(spec, "corpus.json").exists():  # none, or tokenized by `aiayn prepare`: no text
         raise ConfigError(f"{path} keeps no validation text to choose the search settings on: give "

@@ -1,7 +1,8 @@
 """Where parallel text comes from: one registry of named sources, and files.
 
 A corpus is named as `--train`, `--valid` and `--test` take it (DataConfig.train lists the forms):
-a name in `SOURCES` (`multi30k:test_2016_flickr`, `synthetic:reverse`, `hf:wmt14:de-en:train`),
+a name in `SOURCES` (`multi30k:test_2016_flickr`, `tatoeba-zh:val`, `synthetic:reverse`,
+`hf:wmt14:de-en:train`),
 else files (`PREFIX`, `SRC_FILE,TGT_FILE`, `FILE.tsv`). The named sources read their files
 through `aiayn.data.readers`; none of them imports this module.
 """
@@ -13,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiayn.data import hf, multi30k, synthetic
+from aiayn.data import hf, multi30k, synthetic, tatoeba
 from aiayn.data.readers import DataError, ParallelCorpus, collect, iter_parallel, iter_tsv
 
 Pairs = Iterator[tuple[str, str]]
@@ -21,11 +22,12 @@ Pairs = Iterator[tuple[str, str]]
 
 @dataclass(frozen=True)
 class Source:
-    """A named source of parallel text, `NAME[:REST]`: its pairs, and the validation set that goes
-    with a training set of it."""
+    """A named source of parallel text, `NAME[:REST]`: its pairs, and the validation and test sets
+    that go with a training set of it."""
 
     open: Callable[[str, str, str], tuple[Pairs, str]]  # (REST, src_lang, tgt_lang) -> (pairs, name)
     valid: Callable[[str], str]  # REST of a training set -> the spec of its validation set ('': none)
+    test: Callable[[str], str] = lambda rest: ""  # REST of a training set -> its test set ('': none)
 
 
 def _whole(corpus: ParallelCorpus) -> tuple[Pairs, str]:
@@ -39,9 +41,12 @@ def _synthetic(rest: str) -> ParallelCorpus:
 
 SOURCES: dict[str, Source] = {
     "multi30k": Source(lambda rest, s, t: _whole(multi30k.load(rest or "train", s, t)),
-                       lambda rest: "multi30k:val"),
+                       lambda rest: "multi30k:val", lambda rest: "multi30k:test_2016_flickr"),
+    "tatoeba-zh": Source(lambda rest, s, t: _whole(tatoeba.load(rest or "train", s, t)),
+                         lambda rest: "tatoeba-zh:val", lambda rest: "tatoeba-zh:test"),
     "synthetic": Source(lambda rest, s, t: _whole(_synthetic(rest)),
-                        lambda rest: f"synthetic:{rest.partition(':')[0]}:val"),
+                        lambda rest: f"synthetic:{rest.partition(':')[0]}:val",
+                        lambda rest: f"synthetic:{rest.partition(':')[0]}:test"),
     # Read as needed, in bounded memory; needs HuggingFace datasets (imported when used).
     "hf": Source(lambda rest, s, t: (hf.iter_pairs(rest, s, t), f"hf:{rest}"), lambda rest: ""),
 }
@@ -62,6 +67,12 @@ def default_valid(train_spec: str) -> str:
     """The validation set that goes with a named training set ('' when there is none)."""
     name, _, rest = train_spec.partition(":")
     return SOURCES[name].valid(rest) if name in SOURCES else ""
+
+
+def default_test(train_spec: str) -> str:
+    """The test set that goes with a named training set ('' when there is none)."""
+    name, _, rest = train_spec.partition(":")
+    return SOURCES[name].test(rest) if name in SOURCES else ""
 
 
 def _open(spec: str, src_lang: str, tgt_lang: str) -> tuple[Pairs, str]:

@@ -1,7 +1,11 @@
 """LibreTranslate's API, so its clients need no change: `POST /translate`, `POST /translate_file`
 (and `GET /download_file/NAME`), `POST /detect`, `GET /languages`, `GET /frontend/settings` and
 `POST /suggest`, each taking a JSON or form body as LibreTranslate does. docs/libretranslate.md
-compares them field by field."""
+compares them field by field.
+
+Language codes as LibreTranslate gives them: a model's `zh` (simplified Chinese) is `zh-Hans` in
+what the API answers, `zt` (traditional) `zh-Hant` and `pb` `pt-BR`; requests may use either form,
+in any case, and one variant of Chinese (or Portuguese) stands in for the other when only it is served."""
 
 from __future__ import annotations
 
@@ -18,6 +22,27 @@ from aiayn.serve.files import attachment
 from aiayn.serve.service import Service, check_counts, glossary
 from aiayn.text import documents
 from aiayn.text.detect import LANGUAGE_NAMES
+
+# A model's language code -> LibreTranslate's (libretranslate/language.py), and the variants that stand
+# in for one another when only one is served (as LibreTranslate's get_language_with_fallback).
+ALIASES = {"zh": "zh-Hans", "zt": "zh-Hant", "pb": "pt-BR"}
+_MODEL_CODES = {v.lower(): k for k, v in ALIASES.items()}
+VARIANTS = {"zh": "zt", "zt": "zh", "pt": "pb", "pb": "pt"}
+
+
+def iso(code: str) -> str:
+    """The code LibreTranslate's API gives a model's language (zh -> zh-Hans)."""
+    return ALIASES.get(code, code)
+
+
+def model_code(code: str, served: set[str]) -> str:
+    """The served language a request's code names (zh-Hans, zh-hans, zh -> zh; zh-Hant -> zt, else zh
+    when only that is served); a code not served is returned as the model code, for the error."""
+    lang = code.lower()
+    lang = _MODEL_CODES.get(lang, lang)
+    if lang not in served and VARIANTS.get(lang) in served:
+        return VARIANTS[lang]
+    return lang
 
 
 class LibreTranslateRequest(BaseModel):
@@ -57,9 +82,10 @@ def _text_routes(api: APIRouter, service: Service) -> None:
             raise Problem(400, f"{body.format} format is not supported")
         texts = [body.q] if isinstance(body.q, str) else body.q
         check_counts(texts, service.config)
-        detected = (await service.detect(texts, body.target, body.format, limits=False))[0] \
-            if body.source == "auto" else None
-        pair = service.pair(detected[0] if detected else body.source, body.target)
+        source, target = codes(service, body.source, body.target)
+        detected = (await service.detect(texts, target, body.format, limits=False))[0] \
+            if source == "auto" else None
+        pair = service.pair(detected[0] if detected else source, target)
         options: dict[str, Any] = {"format": body.format}
         if body.alternatives:
             nbest = body.alternatives + 1
@@ -106,7 +132,7 @@ def _file_routes(api: APIRouter, service: Service) -> None:
         except documents.DocumentError as e:
             known = "." + name.rsplit(".", 1)[-1].lower() in documents.KINDS
             raise Problem(400, str(e) if known else "Invalid request: file format not supported") from None
-        source, target = str(form["source"]), str(form["target"])
+        source, target = codes(service, str(form["source"]), str(form["target"]))
         if source == "auto":
             detected = await service.detect(document.texts or [""], target, document.format, limits=False)
             source = detected[0][0]
@@ -135,8 +161,8 @@ def _info_routes(api: APIRouter, service: Service) -> None:
     @api.get("/languages", summary="LibreTranslate's languages: each source and its targets")
     async def languages() -> list[dict[str, Any]]:
         sources = sorted({s for s, _ in service.models})
-        return [{"code": s, "name": LANGUAGE_NAMES.get(s, s),
-                 "targets": sorted(t for x, t in service.models if x == s)} for s in sources]
+        return [{"code": iso(s), "name": LANGUAGE_NAMES.get(s, s),
+                 "targets": sorted(iso(t) for x, t in service.models if x == s)} for s in sources]
 
     @api.get("/frontend/settings", summary="LibreTranslate's settings for its web page and clients")
     async def frontend_settings() -> dict[str, Any]:
@@ -146,8 +172,8 @@ def _info_routes(api: APIRouter, service: Service) -> None:
                 "keyRequired": bool(service.keys), "suggestions": False, "filesTranslation": True,
                 "supportedFilesFormat": list(documents.KINDS),
                 "language": {"source": {"code": "auto", "name": "Auto Detect"} if several else
-                             {"code": source, "name": LANGUAGE_NAMES.get(source, source)},
-                             "target": {"code": target, "name": LANGUAGE_NAMES.get(target, target)}}}
+                             {"code": iso(source), "name": LANGUAGE_NAMES.get(source, source)},
+                             "target": {"code": iso(target), "name": LANGUAGE_NAMES.get(target, target)}}}
 
     @api.post("/suggest", summary="LibreTranslate's suggestions: off on this server (403)")
     async def suggest() -> None:
@@ -211,7 +237,13 @@ def unique(texts: list[str], translation: str) -> list[str]:
 
 def language_json(code: str, confidence: float) -> dict[str, Any]:
     """LibreTranslate's language with its confidence (0 to 100)."""
-    return {"confidence": round(100 * confidence, 1), "language": code}
+    return {"confidence": round(100 * confidence, 1), "language": iso(code)}
+
+
+def codes(service: Service, source: str, target: str) -> tuple[str, str]:
+    """The served languages a request's source ("auto" kept) and target codes name."""
+    sources, targets = {s for s, _ in service.models}, {t for _, t in service.models}
+    return ("auto" if source == "auto" else model_code(source, sources)), model_code(target, targets)
 
 
 def parse_json(body: bytes) -> dict[str, Any]:

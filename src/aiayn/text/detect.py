@@ -15,7 +15,8 @@ from aiayn.errors import AiaynError
 # English names of ISO 639-1 codes, for LibreTranslate's /languages and Argos Translate packages
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "es": "Spanish",
                   "it": "Italian", "nl": "Dutch", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian",
-                  "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "ar": "Arabic", "tr": "Turkish"}
+                  "zh": "Chinese", "zt": "Chinese (traditional)", "ja": "Japanese", "ko": "Korean",
+                  "ar": "Arabic", "tr": "Turkish"}
 
 
 class DetectionError(AiaynError, ValueError):

@@ -9,12 +9,12 @@ into its sentences before the search and put back together after it, with its ow
 
 Lines are kept exactly: each line is cut on its own. Within a line, sentencex (Wikimedia's
 segmenter: about 300 languages, its own abbreviation lists, every character of the text kept)
-finds the sentences, and four corrections of ours mend what it gets wrong on the hard cases of
-tests/text/test_segment.py: an initial or one-letter abbreviation ("M. Dupont", "J. K. Rowling"),
-or one that is no word ("approx. Paris", `NEVER_END`), never ends a sentence; in languages that
-write ordinals with a full stop ("am 19. Mai") a number of up to three digits and its stop do not
-either; "?!" ends one before a capital letter; and so
-does a lower-case word with a full stop ("a work of art. Busy ..."), where nouns are not
+finds the sentences (in Chinese and Japanese, one also ends after ； and …), and four corrections
+of ours mend what it gets wrong on the hard cases of tests/text/test_segment.py: an initial or
+one-letter abbreviation ("M. Dupont", "J. K. Rowling"), or one that is no word ("approx. Paris",
+`NEVER_END`), never ends a sentence; in languages that write ordinals with a full stop ("am 19.
+Mai") a number of up to three digits and its stop do not either; "?!" ends one before a capital
+letter; and so does a lower-case word with a full stop ("a work of art. Busy ..."), where nouns are not
 capitalised. The choice, measured: docs/text.md.
 """
 
@@ -45,6 +45,10 @@ _AFTER_INTERROBANG = re.compile(r"(?:\?!|!\?)[\"'”“»)\]]*\s+(?=[\"'“„«
 # whole); before a capital, in a language that does not capitalise its nouns, it ends a sentence.
 _AFTER_WORD_STOP = re.compile(r"(?<![\w.'’-])([^\W\d_]{3,})\.[\"'”“»)\]]*\s+(?=[\"'“„«(\[]?[^\W\d_])")
 CAPITALISED_NOUNS = frozenset({"de", "lb", "gsw", "bar"})
+# Chinese and Japanese: a sentence ends after 。！？；… (full or half width) and the closing quotes and
+# brackets after them, wherever more text follows; no space need come between two sentences.
+_CJK_END = re.compile(r"[。！？；!?;…]++[”’」』）】〕〉》\"')\]]*+(?=\S)")
+CJK_STOPS = frozenset({"zh", "ja"})
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,10 @@ def _abbreviated(piece: str) -> bool:
 
 def _split_missed(piece: str, lang: str) -> list[str]:
     """`piece` cut where a capital letter follows "?!" or "!?", or (see _AFTER_WORD_STOP) a
-    lower-case word and a full stop."""
+    lower-case word and a full stop; in Chinese and Japanese, after each sentence's end (_CJK_END)."""
+    if lang in CJK_STOPS:
+        cuts = [0] + [m.end() for m in _CJK_END.finditer(piece)] + [len(piece)]
+        return [piece[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
     ends = [m for m in _AFTER_INTERROBANG.finditer(piece)]
     if lang not in CAPITALISED_NOUNS:
         ends += [m for m in _AFTER_WORD_STOP.finditer(piece) if m.group(1).islower()]
