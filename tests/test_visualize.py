@@ -87,3 +87,44 @@ def test_attention_grids_have_a_colour_scale_axis_titles_and_the_right_sentence(
         colorbars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
         assert len(colorbars) == 1 and colorbars[0].get_ylabel() == "attention weight"
         plt.close(fig)
+
+
+def _drawn(text: str) -> bytes:
+    """The pixels of `text` drawn as a title, inside `fonts_for`."""
+    import matplotlib.pyplot as plt
+
+    with visualize.fonts_for([text]):
+        fig, ax = plt.subplots(figsize=(3, 1))
+        ax.set_title(text)
+        fig.canvas.draw()
+        pixels = bytes(fig.canvas.buffer_rgba())
+    plt.close(fig)
+    return pixels
+
+
+def test_without_a_cjk_font_chinese_tokens_cost_one_line_not_a_warning_each(monkeypatch, capsys, recwarn):
+    monkeypatch.setattr(visualize, "cjk_font", lambda: None)
+    monkeypatch.setattr(visualize, "_said", set())
+    _drawn("我们去公园散步")
+    _drawn("你好")
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and "no font with Chinese" in said[0] and "fonts-noto-cjk" in said[0]
+    assert not [w for w in recwarn if "missing from font" in str(w.message)]
+    _drawn("a dog runs")  # Latin text: no font chosen, nothing said
+    assert capsys.readouterr().err == ""
+
+
+def test_with_a_cjk_font_installed_chinese_is_drawn_with_it(monkeypatch):
+    import pytest
+
+    font = visualize.cjk_font()
+    if font is None:
+        pytest.skip("no CJK font installed (apt-get install fonts-noto-cjk)")
+    with visualize.fonts_for(["你好"]):
+        import matplotlib
+
+        assert matplotlib.rcParams["font.family"][0] == font
+    monkeypatch.setattr(visualize, "cjk_font", lambda: None)
+    boxes = _drawn("你好")  # DejaVu Sans draws each character as the same box
+    monkeypatch.undo()
+    assert _drawn("你好") != boxes and _drawn("你好") != _drawn("好你")

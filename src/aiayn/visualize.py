@@ -7,9 +7,14 @@ request, never read from module state.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import math
+import re
+import sys
+import warnings
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import matplotlib
@@ -17,6 +22,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no screen
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
+from matplotlib import font_manager  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from aiayn.model.positional import sinusoids  # noqa: E402
@@ -31,9 +37,49 @@ AXES = {"encoder": ("source piece (query)", "source piece attended to (key)"),
         "cross": ("target position (query)", "source piece attended to (key)")}
 
 
+# Fonts that draw Chinese and Japanese tokens, the first installed is used: Linux (Noto, Source Han,
+# WenQuanYi, Droid), macOS (PingFang, Hiragino), Windows (YaHei, SimHei). matplotlib's own DejaVu
+# Sans has no CJK characters.
+CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Micro Hei",
+             "WenQuanYi Zen Hei", "Droid Sans Fallback", "PingFang SC", "Hiragino Sans GB",
+             "Microsoft YaHei", "SimHei", "Arial Unicode MS")
+_CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+_said: set[str] = set()
+
+
+def cjk_font() -> str | None:
+    """The first of CJK_FONTS that matplotlib finds installed, or None."""
+    installed = {font.name for font in font_manager.fontManager.ttflist}
+    return next((name for name in CJK_FONTS if name in installed), None)
+
+
+@contextlib.contextmanager
+def fonts_for(texts: Iterable[str]) -> Iterator[None]:
+    """Draw and save figures inside this block with a font for the CJK characters of `texts`, when
+    they have any: the first installed CJK font, glyph by glyph before matplotlib's own; with none
+    installed, one line on stderr says so (and what to install) instead of a warning per character."""
+    if not any(_CJK.search(text) for text in texts):
+        yield
+        return
+    font = cjk_font()
+    if font is None and "cjk" not in _said:
+        _said.add("cjk")
+        print("no font with Chinese or Japanese characters is installed: they are drawn as boxes; install "
+              "one, e.g. apt-get install fonts-noto-cjk (or fonts-wqy-microhei)", file=sys.stderr)
+    settings = {"font.family": [font, "DejaVu Sans"]} if font else {}
+    with plt.rc_context(settings), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"Glyph \d+ .* missing from font")
+        yield
+
+
 def attention_figure(view: AttentionView, kind: str) -> Figure:
     """A grid of heatmaps, one row per layer and one column per head; queries down, keys across, with
-    one colour scale for all (the attention weight, 0 to 1)."""
+    one colour scale for all (the attention weight, 0 to 1). Chinese tokens: see `fonts_for`."""
+    with fonts_for([view.sentence, view.translation]):
+        return _attention_figure(view, kind)
+
+
+def _attention_figure(view: AttentionView, kind: str) -> Figure:
     layers = view.maps[kind]
     heads = layers[0].size(0)
     queries, keys = view.labels(kind)
@@ -59,7 +105,8 @@ def attention_figure(view: AttentionView, kind: str) -> Figure:
 def attention_grid(view: AttentionView, kind: str, path: str | Path) -> Path:
     """`attention_figure` as a PNG file."""
     fig = attention_figure(view, kind)
-    fig.savefig(path, dpi=90)
+    with fonts_for([view.sentence, view.translation]):
+        fig.savefig(path, dpi=90)
     plt.close(fig)
     return Path(path)
 
@@ -126,7 +173,8 @@ def training_figure(run_dir: str | Path, path: str | Path) -> Path:
 HTML_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>attention: __TITLE__</title>
 <style>
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+body { font-family: system-ui, "Noto Sans", "Noto Sans CJK SC", "Source Han Sans SC", "PingFang SC",
+       "Microsoft YaHei", "WenQuanYi Micro Hei", sans-serif; margin: 2em; color: #222; }
 .tokens span { display: inline-block; padding: 3px 5px; margin: 2px; border-radius: 4px;
                border: 1px solid #ccc; cursor: default; }
 .tokens span.query { outline: 2px solid #d33; }
