@@ -8,11 +8,12 @@ from aiayn.cli import main
 def test_all_experiments_run_quickly_and_write_the_report(tmp_path, capsys):
     assert main(["experiments", "--quick", "--out", str(tmp_path)]) == 0
     report = (tmp_path / "experiments.md").read_text()
-    for number in range(1, 13):
+    for number in range(1, 14):
         assert f"\n## {number}. " in report
-    assert report.count("**Verdict: ") == 12
-    assert "| relative | " in report and f"claims 1-12 on {experiments.machine()}. " in report
+    assert report.count("**Verdict: ") == 13
+    assert "| relative | " in report and f"claims 1-13 on {experiments.machine()}. " in report
     assert "| separate | " in report and "updates to reach" in report
+    assert "| en->zh | separate | " in report and "| zh->en | joint | " in report  # claim 13's table
     for figure in ("claim1_softmax_gradients.png", "claim8_attention_cost.png"):
         assert (tmp_path / figure).stat().st_size > 5_000 and f"]({figure})" in report
     printed = capsys.readouterr().out

@@ -40,9 +40,11 @@ def test_no_readme_command_writes_into_tracked_files(command):
 
 def test_the_scripts_tell_the_user_how_to_reach_the_data_from_their_shell():
     """Problem 9: after the quickstart, `--train multi30k` failed in the user's own shell."""
-    for script in ("quickstart.sh", "multi30k.sh", "multi30k-multilingual.sh"):
+    for script in ("quickstart.sh", "recipe.sh", "multi30k-multilingual.sh"):
         text = (ROOT / "scripts" / script).read_text()
         assert 'echo "  export AIAYN_DATA_DIR=$AIAYN_DATA_DIR' in text and ". .venv/bin/activate" in text
+    for script in ("multi30k.sh", "tatoeba-zh.sh"):  # they end in recipe.sh
+        assert (ROOT / "scripts" / script).read_text().rstrip().endswith(". scripts/recipe.sh")
 
 
 def test_the_readme_python_example_runs(trained_run, tmp_path, monkeypatch, capsys):

@@ -5,8 +5,8 @@ returns its numbers as a Markdown table, optional figures, and a verdict compute
 numbers, never written in advance. `quick=True` shrinks every experiment to seconds for CI.
 
 Each finding is saved to OUT/findings/claimN.json as soon as it is measured, and the report is
-built from every finding saved there: the long claims 9, 11 and 12 (which train models) can run
-on their own (`--only 9 11 12`) and a crash loses only the claim being measured.
+built from every finding saved there: the long claims 9, 11, 12 and 13 (which train models) can
+run on their own (`--only 9 11 12 13`) and a crash loses only the claim being measured.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ __all__ = ["ExperimentContext", "Finding", "markdown_table", "experiments", "run
 CLAIMS = ("attention.scaling", "attention.heads", "attention.symmetry", "parameters.sharing",
           "parameters.embedding_scale", "positions.relative", "decoding.parallel_training",
           "attention.quadratic_cost", "positions.learned_vs_sinusoidal", "attention.additive",
-          "positions.relative_vs_sinusoidal", "vocabularies.joint_vs_separate")
+          "positions.relative_vs_sinusoidal", "vocabularies.joint_vs_separate",
+          "vocabularies.chinese_separate")
 
 
 def experiments() -> list[Callable[[ExperimentContext], Finding]]:

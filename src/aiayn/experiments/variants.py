@@ -1,9 +1,10 @@
-"""Models of one comparison trained alike on Multi30k en->de, for the claims that train (9, 11, 12)."""
+"""Models of one comparison trained alike (on Multi30k en->de, or English-Chinese), for the claims that
+train (9, 11, 12, 13)."""
 
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,35 @@ if TYPE_CHECKING:
     from aiayn.tokenizer import Tokenizer
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What the models of a comparison are trained on, and how (besides the variants' overrides)."""
+
+    spec: str  # training corpus
+    valid: str  # validation corpus
+    src: str
+    tgt: str
+    preset: str
+    vocab: int  # pieces of the joint vocabulary
+    warmup: int
+    batch_tokens: int
+    separate_vocab: int = 0  # pieces of each side's vocabulary with vocabulary=separate (0: `vocab`)
+    shape: tuple[tuple[str, int], ...] = ()  # model settings over the preset's
+    name: str = ""  # its runs' directory prefix ("" for Multi30k en->de, the first setup)
+
+
+MULTI30K = Setup("multi30k", "multi30k:val", "en", "de", "small", 8000, 1000, 4096)
+QUICK = Setup("synthetic:reverse", "synthetic:reverse:val", "en", "de", "tiny", 512, 30, 1024)
+# recipes/tatoeba-zh.toml's shape: 4+4 layers, 128 wide
+TINY_SHAPE = (("n_encoder_layers", 4), ("n_decoder_layers", 4), ("d_model", 128), ("d_ff", 256))
+
+
+def tatoeba(src: str, tgt: str) -> Setup:
+    """English-Chinese (tatoeba-zh) in one direction: 8,000 joint pieces against 4,000 a side."""
+    return Setup("tatoeba-zh", "tatoeba-zh:val", src, tgt, "small", 8000, 1000, 4096, 4000, TINY_SHAPE,
+                 f"tatoeba-{src}{tgt}")
+
+
 @dataclass
 class Trained:
     """Models of one comparison, trained alike, and what they translate."""
@@ -25,6 +55,7 @@ class Trained:
     spec: str
     preset: str
     steps: int
+    direction: str  # en->de
     longest: int  # positions training uses (the longest sentence + eos or bos, joint vocabulary)
     long_tokens: int  # the fewest tokens of the long inputs (joint vocabulary)
     bleu: dict[str, float] = field(default_factory=dict)  # validation BLEU per variant
@@ -32,70 +63,79 @@ class Trained:
     long_bleu: dict[str, float] = field(default_factory=dict)  # the variants that translate long inputs
     parameters: dict[str, int] = field(default_factory=dict)  # per variant
     read_back: list[str] = field(default_factory=list)  # variants trained by an earlier run, not this one
+    seconds: dict[str, float] = field(default_factory=dict)  # per variant: training time
     # per variant, with `valid_every`: (update, validation loss in nats per reference word)
     curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
 
-def train_variants(ctx: ExperimentContext, variants: dict[str, dict], valid_every: int = 0) -> Trained:
-    """Train one model per variant (model config overrides) alike on Multi30k en->de (quick: the
-    synthetic reverse task) for `training_steps` updates; score validation BLEU with beam 4, and
-    20 inputs longer than any training sentence (four validation sentences joined). Learned
-    positions cover the positions training uses, no more. A variant with vocabulary=separate gets
-    one BPE vocabulary per language, each the size of the joint one. With `valid_every`, the
-    validation loss every that many updates, per reference word so that tokenizations compare.
+def train_variants(ctx: ExperimentContext, variants: dict[str, dict], valid_every: int = 0,
+                   setup: Setup = MULTI30K) -> Trained:
+    """Train one model per variant (model config overrides) alike on `setup` (quick: the synthetic
+    reverse task) for `training_steps` updates; score validation BLEU with beam 4, and 20 inputs
+    longer than any training sentence (four validation sentences joined). Learned positions cover
+    the positions training uses, no more. A variant with vocabulary=separate gets one BPE
+    vocabulary per language (`setup.separate_vocab` pieces each). With `valid_every`, the
+    validation loss every that many updates, per reference word (character, into Chinese) so that
+    tokenizations compare.
 
     A variant whose run directory already holds a model trained to the same configs (an earlier
     run of the experiments into the same place) is read back instead of trained again."""
     from aiayn.data.batching import tokenize
     from aiayn.data.corpora import load_corpus
     from aiayn.decoding.translator import translate, translate_ids
-    from aiayn.evaluate import score
+    from aiayn.evaluate import score, tokenizer_for
     from aiayn.model import Transformer, parameter_counts
     from aiayn.tokenizer import Tokenizer
     from aiayn.train.loop import MetricsLog
 
-    spec, preset, vocab, steps, warmup, batch_tokens = (
-        ("synthetic:reverse", "tiny", 512, 60, 30, 1024) if ctx.quick
-        else ("multi30k", "small", 8000, ctx.training_steps, 1000, 4096))
-    corpus = load_corpus(spec, "en", "de")
-    valid = load_corpus("synthetic:reverse:val" if ctx.quick else "multi30k:val", "en", "de")
-    words = sum(len(t.split()) + 1 for t in valid.target)  # + 1: the end of each sentence (eos)
-    tokenizers = {"joint": Tokenizer.learn(corpus.source, corpus.target, vocab)}
-    long_lines = [" ".join(valid.source[i:i + 4]) for i in range(0, 80, 4)]
-    long_refs = [" ".join(valid.target[i:i + 4]) for i in range(0, 80, 4)]
+    quick = replace(QUICK, name=setup.name, src=setup.src, tgt=setup.tgt)  # the same labels
+    setup, steps = (quick, 60) if ctx.quick else (setup, ctx.training_steps)
+    corpus = load_corpus(setup.spec, setup.src, setup.tgt)
+    valid = load_corpus(setup.valid, setup.src, setup.tgt)
+    words = sum(_words(t, setup.tgt) + 1 for t in valid.target)  # + 1: the end of each sentence (eos)
+    tokenizers = {"joint": Tokenizer.learn(corpus.source, corpus.target, setup.vocab)}
+    long_lines = [_joined(valid.source[i:i + 4], setup.src) for i in range(0, 80, 4)]
+    long_refs = [_joined(valid.target[i:i + 4], setup.tgt) for i in range(0, 80, 4)]
     joint_train = tokenize(corpus, tokenizers["joint"], 256)
-    result = Trained(spec, preset, steps, _longest(joint_train),
+    result = Trained(setup.spec, setup.preset, steps, f"{setup.src}->{setup.tgt}", _longest(joint_train),
                      min(len(s) for s in tokenizers["joint"].encode(long_lines)) + 1)
-    run_dir = Path(ctx.run_dir or ctx.out / "runs") / "-".join(variants)  # one per comparison
+    runs = Path(ctx.run_dir or ctx.out / "runs")
+    run_dir = runs / "-".join([setup.name, *variants] if setup.name else variants)  # one per comparison
+    bleu_tokenize = tokenizer_for(setup.tgt)  # characters into Chinese
     for name, overrides in variants.items():
         kind = overrides.get("vocabulary", "joint")
         if kind not in tokenizers:
-            tokenizers[kind] = Tokenizer.learn(corpus.source, corpus.target, vocab, src_vocab_size=vocab)
+            apart = setup.separate_vocab or setup.vocab
+            tokenizers[kind] = Tokenizer.learn(corpus.source, corpus.target, apart, src_vocab_size=apart)
         tokenizer = tokenizers[kind]
         train_data = joint_train if kind == "joint" else tokenize(corpus, tokenizer, 256)
         valid_data = tokenize(valid, tokenizer)
         sizes = {"src_vocab_size": tokenizer.source_vocab_size} if kind == "separate" else {}
         torch.manual_seed(1)
-        model = Transformer(model_config(preset, vocab_size=tokenizer.vocab_size, **sizes,
+        model = Transformer(model_config(setup.preset, vocab_size=tokenizer.vocab_size, **sizes,
                                          max_positions=_longest(train_data), dropout=0.3,
-                                         attention_dropout=0.0, activation_dropout=0.0, **overrides))
+                                         attention_dropout=0.0, activation_dropout=0.0,
+                                         **dict(setup.shape), **overrides))
         result.parameters[name] = parameter_counts(model)["total"]
-        config = TrainConfig(warmup_steps=warmup, lr_scale=0.5, max_steps=steps, valid_every=valid_every,
-                             bleu_every=0, save_every=0, keep_checkpoints=1, log_every=100)
-        data = DataConfig(batch_tokens=batch_tokens)
+        config = TrainConfig(warmup_steps=setup.warmup, lr_scale=0.5, max_steps=steps,
+                             valid_every=valid_every, bleu_every=0, save_every=0, keep_checkpoints=1,
+                             log_every=100)
+        data = DataConfig(batch_tokens=setup.batch_tokens)
         before = _trained_before(run_dir / name, model, tokenizer, data, config)
         if before is not None:
             result.read_back.append(name)
         model = before if before is not None else _trained(
             model, tokenizer, train_data, valid_data if valid_every else None, data, config, run_dir / name)
+        trained = MetricsLog(run_dir / name / "metrics.jsonl").records("train")
+        result.seconds[name] = trained[-1]["elapsed_s"] if trained else 0.0
         if valid_every:
             result.curves[name] = [(r["step"], r["nll"] * r["tokens"] / words)
                                    for r in MetricsLog(run_dir / name / "metrics.jsonl").records("valid")]
         hypotheses = translate_ids(model, tokenizer, valid_data.source, DecodeConfig(), progress=False)
-        result.bleu[name] = score([h[0].text for h in hypotheses], valid.target).bleu
+        result.bleu[name] = score([h[0].text for h in hypotheses], valid.target, bleu_tokenize).bleu
         try:
             long_hyps = translate(model, tokenizer, long_lines, DecodeConfig(), progress=False)
-            result.long_bleu[name] = score([h[0].text for h in long_hyps], long_refs).bleu
+            result.long_bleu[name] = score([h[0].text for h in long_hyps], long_refs, bleu_tokenize).bleu
             result.long[name] = f"BLEU {result.long_bleu[name]:.1f}"
         except ValueError as e:
             result.long[name] = f"cannot: {str(e).split(';')[0]}"
@@ -127,6 +167,20 @@ def _trained(model: Transformer, tokenizer: Tokenizer, train_data: TokenizedCorp
     return model
 
 
+def _words(text: str, lang: str) -> int:
+    """Words of `text`; in a language written without spaces, its characters."""
+    from aiayn.text.segment import NO_SPACES
+
+    return len("".join(text.split())) if lang in NO_SPACES else len(text.split())
+
+
+def _joined(sentences: list[str], lang: str) -> str:
+    """Sentences as one text: with spaces between them, none in a language written without."""
+    from aiayn.text.segment import NO_SPACES
+
+    return ("" if lang in NO_SPACES else " ").join(sentences)
+
+
 def _longest(data: TokenizedCorpus) -> int:
     return max(len(s) for s in data.source + data.target) + 1  # with eos or bos
 
@@ -135,8 +189,9 @@ def method(t: Trained, what: str) -> str:
     again = (f" The {' and '.join(t.read_back)} model{'s were' if len(t.read_back) > 1 else ' was'} "
              "trained by an earlier run into the same place and read back, so the seconds are this "
              "run's evaluation only." if t.read_back else "")
-    return (f"{what}, trained alike on {t.spec} en->de for {t.steps:,} updates each (the recipe of "
-            f"recipes/multi30k-small.toml, cut short); validation sacreBLEU with beam 4.{again}")
+    recipe = "recipes/multi30k-small.toml" if t.spec == "multi30k" else "recipes/tatoeba-zh.toml's shape"
+    return (f"{what}, trained alike on {t.spec} {t.direction} for {t.steps:,} updates each (the recipe of "
+            f"{recipe}, cut short); validation sacreBLEU with beam 4.{again}")
 
 
 def long_inputs(t: Trained) -> str:

@@ -73,12 +73,10 @@ def export(model: Transformer, tokenizer: Tokenizer, out: str | Path, languages:
     check_out(out, force)
     if not all(languages):
         raise ConversionError("the model does not say its languages, which an Argos Translate package needs")
-    # Argos cuts text into pieces with one SentencePiece model and CTranslate2 maps the pieces to the
-    # model's ids, so a Marian vocabulary (ids of its own) is fine, if both languages share it.
-    if tokenizer.separate or tokenizer.target_proto not in (None, tokenizer.source_proto):
-        raise ConversionError("an Argos Translate package has one SentencePiece model for both languages; "
-                              "this model has one per language (serve it with `aiayn serve`, or export it "
-                              "with `aiayn export ctranslate2`)")
+    # Argos cuts text into pieces with one SentencePiece model, CTranslate2 maps the pieces to the
+    # model's ids (its own vocabularies, one a side if the model has two), and Argos joins the target
+    # pieces with the same SentencePiece model, which passes pieces it does not know through as their
+    # text: the source side's model serves a model with a vocabulary per language too.
     spacy = require("spacy", "argos")
     name = package_name(languages, version)
     with tempfile.TemporaryDirectory() as tmp:
