@@ -104,8 +104,8 @@ def _attention_figure(view: AttentionView, kind: str) -> Figure:
 
 def attention_grid(view: AttentionView, kind: str, path: str | Path) -> Path:
     """`attention_figure` as a PNG file."""
-    fig = attention_figure(view, kind)
-    with fonts_for([view.sentence, view.translation]):
+    with fonts_for([view.sentence, view.translation]):  # drawn and saved with one font choice
+        fig = _attention_figure(view, kind)
         fig.savefig(path, dpi=90)
     plt.close(fig)
     return Path(path)

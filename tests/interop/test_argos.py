@@ -19,15 +19,42 @@ from aiayn.tokenizer import Tokenizer  # noqa: E402
 from aiayn.translation import load_translator  # noqa: E402
 from tests.conftest import HANG_S  # noqa: E402
 
-# Installs the package given, then translates the JSON list of texts on stdin from en to de.
-ARGOS = """
+# Installs every package given, then translates the JSON list of texts on stdin into each target.
+ARGOS_EACH = """
 import json, sys
 from pathlib import Path
 from argostranslate import package, translate
-package.install_from_path(Path(sys.argv[1]))
-translation = translate.get_translation_from_codes("en", "de")
-print(json.dumps([translation.translate(text) for text in json.load(sys.stdin)]))
+for path in sys.argv[1:]:
+    package.install_from_path(Path(path))
+texts, out = json.load(sys.stdin), {}
+for pkg in package.get_installed_packages():
+    translation = translate.get_translation_from_codes(pkg.from_code, pkg.to_code)
+    out[f"{pkg.from_code}-{pkg.to_code}"] = [translation.translate(text) for text in texts]
+print(json.dumps(out))
 """
+
+
+def argos_each(packages, texts, home) -> dict[str, list[str]]:
+    """`texts` translated by argostranslate in a process of its own with each of `packages` installed,
+    its data and caches in `home`, sentences split by each package's spaCy pipeline, float32 (its
+    default "auto" is int8 on CPUs): {"SRC-TGT": translations}."""
+    env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME":
+           str(home / "cache"), "ARGOS_CHUNK_TYPE": "SPACY", "ARGOS_COMPUTE_TYPE": "float32"}
+    done = subprocess.run([sys.executable, "-c", ARGOS_EACH, *map(str, packages)], input=json.dumps(texts),
+                          env=env, capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def aiayn_on(package, home, **options):
+    """aiayn on a package's own model/ (a CTranslate2 export: the same engine, so the same numbers on
+    any CPU; aiayn's PyTorch engine equals CTranslate2 token for token, test_ctranslate2.py), with
+    Argos Translate's search settings and `options`."""
+    with zipfile.ZipFile(package) as z:
+        name = z.namelist()[0].split("/")[0]
+        z.extractall(home / "unpacked")
+    return load_translator(home / "unpacked" / name / "model", beam_size=argos.BEAM_SIZE,
+                           length_penalty=argos.LENGTH_PENALTY, compute_type="float32", **options)
 
 
 @pytest.fixture(scope="module", params=["aiayn", "marian"])
@@ -43,29 +70,10 @@ def package(trained_run, tmp_path_factory, request):
     return out
 
 
-def argos_translate(package, texts, home) -> list[str]:
-    """`texts` translated by argostranslate in a process of its own, its data and caches in `home`,
-    sentences split by the package's spaCy pipeline, float32 (its default "auto" is int8 on CPUs)."""
-    env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data"),
-           "XDG_CACHE_HOME": str(home / "cache"), "ARGOS_CHUNK_TYPE": "SPACY",
-           "ARGOS_COMPUTE_TYPE": "float32"}
-    done = subprocess.run([sys.executable, "-c", ARGOS, str(package)], input=json.dumps(texts), env=env,
-                          capture_output=True, text=True, timeout=HANG_S)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
-
-
 def test_argostranslate_installs_the_package_and_translates_100_sentences_as_aiayn(package, tmp_path):
     sources = load_corpus("synthetic:reverse:val", "", "").source[:100]
-    theirs = argos_translate(package, sources, tmp_path)
-    # aiayn on the package's own model/ (a CTranslate2 export): the same engine, so the same numbers
-    # on any CPU (aiayn's PyTorch engine equals CTranslate2 token for token: test_ctranslate2.py)
-    with zipfile.ZipFile(package) as z:
-        z.extractall(tmp_path / "unpacked")
-    model = tmp_path / "unpacked" / "translate-en_de-1_0" / "model"
-    aiayn = load_translator(model, beam_size=argos.BEAM_SIZE, length_penalty=argos.LENGTH_PENALTY,
-                            compute_type="float32")
-    assert theirs == [t.text for t in aiayn.translate(sources)]
+    theirs = argos_each([package], sources, tmp_path)["en-de"]
+    assert theirs == [t.text for t in aiayn_on(package, tmp_path).translate(sources)]
     assert sum(out == " ".join(reversed(s.split())) for s, out in zip(sources, theirs, strict=True)) >= 80
     installed = list((tmp_path / "data" / "argos-translate" / "packages").iterdir())
     assert [p.name for p in installed] == ["translate-en_de-1_0"]
@@ -98,21 +106,6 @@ def test_export_refuses_other_files_and_names_in_one_line(trained_run, tmp_path,
     assert argos.is_package(notes)
 
 
-# Installs every package given, then translates the JSON list of texts on stdin into each target.
-ARGOS_EACH = """
-import json, sys
-from pathlib import Path
-from argostranslate import package, translate
-for path in sys.argv[1:]:
-    package.install_from_path(Path(path))
-texts, out = json.load(sys.stdin), {}
-for pkg in package.get_installed_packages():
-    translation = translate.get_translation_from_codes(pkg.from_code, pkg.to_code)
-    out[f"{pkg.from_code}-{pkg.to_code}"] = [translation.translate(text) for text in texts]
-print(json.dumps(out))
-"""
-
-
 def test_a_multilingual_model_exports_one_package_per_direction_that_argos_translates_as_aiayn(
         data_dir, tmp_path):
     """--language-token target: each package is the whole model with its direction's piece as the
@@ -131,34 +124,10 @@ def test_a_multilingual_model_exports_one_package_per_direction_that_argos_trans
         assert json.loads(z.read("translate-en_cs-1_0/metadata.json"))["target_prefix"] == ">>cs<<"
     sources = load_corpus(corpus, "en", "de").source[:10]
     theirs = argos_each(packages, sources, tmp_path)
-    for tgt, package in zip(("cs", "de"), packages, strict=True):  # aiayn on the package's own model/
-        with zipfile.ZipFile(package) as z:
-            z.extractall(tmp_path / "unpacked")
-        model = tmp_path / "unpacked" / f"translate-en_{tgt}-1_0" / "model"
-        ours = load_translator(model, tgt_lang=tgt, beam_size=argos.BEAM_SIZE, compute_type="float32",
-                               length_penalty=argos.LENGTH_PENALTY, max_output_len=256)  # CTranslate2's
+    for tgt, package in zip(("cs", "de"), packages, strict=True):
+        ours = aiayn_on(package, tmp_path, tgt_lang=tgt, max_output_len=256)  # CTranslate2's
         assert (ours.pairs, ours.start) == ((f"en-{tgt}",), ours.tokenizer.language_id(tgt))
         assert theirs[f"en-{tgt}"] == [t.text for t in ours.translate(sources)]
-
-
-def argos_each(packages, texts, home) -> dict[str, list[str]]:
-    """`texts` translated by argostranslate (a process of its own) with each of `packages` installed:
-    {"SRC-TGT": translations}."""
-    env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME":
-           str(home / "cache"), "ARGOS_CHUNK_TYPE": "SPACY", "ARGOS_COMPUTE_TYPE": "float32"}
-    done = subprocess.run([sys.executable, "-c", ARGOS_EACH, *map(str, packages)], input=json.dumps(texts),
-                          env=env, capture_output=True, text=True, timeout=HANG_S)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
-
-
-def aiayn_on(package, home):
-    """aiayn on a package's own model/ (CTranslate2), with Argos Translate's search settings."""
-    with zipfile.ZipFile(package) as z:
-        name = z.namelist()[0].split("/")[0]
-        z.extractall(home / "unpacked")
-    return load_translator(home / "unpacked" / name / "model", beam_size=argos.BEAM_SIZE,
-                           length_penalty=argos.LENGTH_PENALTY, compute_type="float32", max_output_len=256)
 
 
 def test_a_model_with_a_vocabulary_per_language_exports_and_argos_translates_it_as_aiayn(separate_model,
@@ -166,7 +135,7 @@ def test_a_model_with_a_vocabulary_per_language_exports_and_argos_translates_it_
     model, tokenizer, sources = separate_model
     package = argos.export(model, tokenizer, tmp_path / "en_de.argosmodel", ("en", "de"))
     theirs = argos_each([package], sources[:50], tmp_path)["en-de"]
-    assert theirs == [t.text for t in aiayn_on(package, tmp_path).translate(sources[:50])]
+    assert theirs == [t.text for t in aiayn_on(package, tmp_path, max_output_len=256).translate(sources[:50])]
     assert any(theirs)  # pieces of the target's own vocabulary, joined by the source's model
 
 
@@ -200,4 +169,5 @@ def test_english_chinese_packages_install_and_translate_as_aiayn(tmp_path):
                 "Chinese", "English")
     for package, (src, tgt) in zip(packages, (("en", "zh"), ("zh", "en")), strict=True):
         theirs = argos_each([package], texts[src][:20], tmp_path / src)[f"{src}-{tgt}"]
-        assert theirs == [t.text for t in aiayn_on(package, tmp_path / src).translate(texts[src][:20])]
+        ours = aiayn_on(package, tmp_path / src, max_output_len=256)
+        assert theirs == [t.text for t in ours.translate(texts[src][:20])]

@@ -70,13 +70,18 @@ def en_de(trained_run):
     return load_translator(trained_run, device="cpu")
 
 
+def copy_run(tmp_path_factory, src: str, tgt: str, steps: int = 10):
+    """A run directory of a tiny model src->tgt (copying letters), trained for `steps` updates."""
+    from aiayn.cli import main
+
+    run = tmp_path_factory.mktemp("runs") / f"copy-{src}{tgt}"
+    assert main(["train", "--preset", "tiny", "--train", "synthetic:copy", "--src-lang", src,
+                 "--tgt-lang", tgt, "--out", str(run), "--max-steps", str(steps), "--batch-tokens", "512",
+                 "--valid-every", "0", "--bleu-every", "0", "--threads", "1"]) == 0
+    return run
+
+
 @pytest.fixture(scope="session")
 def de_en_run(tmp_path_factory):
     """A second tiny model, de->en (copying letters), trained for a few updates."""
-    from aiayn.cli import main
-
-    run = tmp_path_factory.mktemp("runs") / "copy"
-    assert main(["train", "--preset", "tiny", "--train", "synthetic:copy", "--src-lang", "de",
-                 "--tgt-lang", "en", "--out", str(run), "--max-steps", "10", "--batch-tokens", "512",
-                 "--valid-every", "0", "--bleu-every", "0", "--threads", "1"]) == 0
-    return run
+    return copy_run(tmp_path_factory, "de", "en")

@@ -5,38 +5,25 @@ no traditional model served, `zh-Hant` and `zt` name it in requests."""
 import httpx
 import pytest
 
-from aiayn.cli import main
 from aiayn.serve.libretranslate import iso, model_code
 from aiayn.translation import load_translator
-from tests.conftest import HANG_S
 
-from .conftest import serving
+from .conftest import copy_run, serving
+from .test_server import post
 
 CHINESE = "我们今天下午一起去公园散步吧。"
 
 
-def copy_run(tmp_path_factory, src: str, tgt: str):
-    """A tiny model src->tgt (copying letters), trained for a few updates."""
-    run = tmp_path_factory.mktemp("runs") / f"{src}{tgt}"
-    assert main(["train", "--preset", "tiny", "--train", "synthetic:copy", "--src-lang", src, "--tgt-lang",
-                 tgt, "--out", str(run), "--max-steps", "4", "--batch-tokens", "512", "--valid-every", "0",
-                 "--bleu-every", "0", "--threads", "1"]) == 0
-    return load_translator(run, device="cpu")
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    return copy_run(tmp_path_factory, "en", "zh"), copy_run(tmp_path_factory, "zh", "en")
+    return tuple(load_translator(copy_run(tmp_path_factory, src, tgt, steps=4), device="cpu")
+                 for src, tgt in (("en", "zh"), ("zh", "en")))
 
 
 @pytest.fixture(scope="module")
 def server(models):
     with serving(list(models), max_wait_ms=20) as url:
         yield url
-
-
-def post(url, path, **json):
-    return httpx.post(f"{url}{path}", json=json, timeout=HANG_S)
 
 
 def test_codes_as_libretranslate_maps_them():
@@ -76,3 +63,16 @@ def test_zh_and_zh_hans_are_served_both_ways(server, models):
     assert from_["auto"].json()["detectedLanguage"]["language"] == "zh-Hans"
     refused = post(server, "/translate", q="a b c", source="en", target="ja")
     assert refused.status_code == 400 and "en->ja" in refused.json()["error"]
+
+
+def test_the_libretranslatepy_client_translates_chinese(server, models):
+    """LibreTranslate's own client, as an application calls it: form-encoded Chinese, codes as listed."""
+    libretranslatepy = pytest.importorskip("libretranslatepy")
+    client = libretranslatepy.LibreTranslateAPI(server)
+    en_zh, zh_en = models
+    listed = {language["code"] for language in client.languages()}
+    assert listed == {"en", "zh-Hans"}
+    assert client.translate(CHINESE, "zh-Hans", "en") == zh_en.translate([CHINESE])[0].text
+    assert client.translate(CHINESE, "zh", "en") == zh_en.translate([CHINESE])[0].text
+    assert client.translate("a b c", "en", "zh-Hans") == en_zh.translate(["a b c"])[0].text
+    assert client.detect(CHINESE)[0]["language"] == "zh-Hans"

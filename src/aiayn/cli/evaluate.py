@@ -144,8 +144,7 @@ def _swept(translator, args: argparse.Namespace) -> dict:
 
 def _swept_checkpoint(path: str, translator, one_direction: bool) -> Path:
     """The aiayn checkpoint whose search settings a sweep chooses (a run directory's newest)."""
-    aiayn_model = checkpoint.is_checkpoint(Path(path)) or checkpoint.step_checkpoints(path)
-    if translator.model is None or not aiayn_model:
+    if translator.model is None or not _aiayn_checkpoint(path):
         raise ConfigError(f"{path}: --sweep keeps its choice in an aiayn checkpoint; this is not one")
     if translator.pairs and not one_direction:
         raise ConfigError("--sweep chooses one model's settings: a multilingual model's on one direction, "
@@ -153,9 +152,14 @@ def _swept_checkpoint(path: str, translator, one_direction: bool) -> Path:
     return checkpoint.resolve(path)
 
 
+def _aiayn_checkpoint(path: str) -> bool:
+    """Whether `path` is an aiayn checkpoint or run directory (not a Marian or CTranslate2 model)."""
+    return checkpoint.is_checkpoint(Path(path)) or bool(checkpoint.step_checkpoints(path))
+
+
 def _test_set(path: str) -> str:
     """The test set of the corpus an aiayn model was trained on, else multi30k:test_2016_flickr."""
-    if checkpoint.is_checkpoint(Path(path)) or checkpoint.step_checkpoints(path):
+    if _aiayn_checkpoint(path):
         data = checkpoint.data_of(checkpoint.resolve(path))
         if data.train and (test := default_test(data.train[0])):
             return test

@@ -50,8 +50,8 @@ def learned_vs_sinusoidal(ctx: ExperimentContext) -> Finding:
     return Finding(
         9, "Learned positional embeddings perform about the same as sinusoids (Table 3, row E), and "
            "sinusoids translate sentences longer than any seen in training where learned positions cannot",
-        _method(t, f"Two `{t.preset}` models, one with sinusoids and one with learned positions for the "
-                   f"{t.longest} positions training uses"),
+        _method(t, f"Two `{t.setup.preset}` models, one with sinusoids and one with learned positions for "
+                   f"the {t.longest} positions training uses"),
         markdown_table(["positions", "validation BLEU", f"inputs of >= {t.long_tokens} tokens"], rows),
         abs(gap) < 1.0 and extrapolates,
         f"Validation BLEU differs by {gap:+.2f} (sinusoids minus learned). On inputs longer than any "
@@ -69,7 +69,7 @@ def relative_vs_sinusoidal(ctx: ExperimentContext) -> Finding:
     return Finding(
         11, "Relative position representations in self-attention do at least as well as the sinusoids "
             "(Shaw et al. 2018: +0.3 BLEU for base on WMT14 en-de), and generalise to longer inputs",
-        _method(t, f"Two `{t.preset}` models, one with the paper's sinusoids and one with relative "
+        _method(t, f"Two `{t.setup.preset}` models, one with the paper's sinusoids and one with relative "
                    "positions only (K = 16, keys and values, no absolute positions)"),
         markdown_table(["positions", "validation BLEU", f"inputs of >= {t.long_tokens} tokens"], rows),
         gain > -0.5 and long_gain > -0.5,  # both parts of the claim, each within 0.5 BLEU

@@ -34,6 +34,11 @@ class Setup:
     separate_vocab: int = 0  # pieces of each side's vocabulary with vocabulary=separate (0: `vocab`)
     shape: tuple[tuple[str, int], ...] = ()  # model settings over the preset's
     name: str = ""  # its runs' directory prefix ("" for Multi30k en->de, the first setup)
+    recipe: str = "recipes/multi30k-small.toml"  # the recipe the comparison cuts short
+
+    @property
+    def direction(self) -> str:
+        return f"{self.src}->{self.tgt}"
 
 
 MULTI30K = Setup("multi30k", "multi30k:val", "en", "de", "small", 8000, 1000, 4096)
@@ -45,17 +50,15 @@ TINY_SHAPE = (("n_encoder_layers", 4), ("n_decoder_layers", 4), ("d_model", 128)
 def tatoeba(src: str, tgt: str) -> Setup:
     """English-Chinese (tatoeba-zh) in one direction: 8,000 joint pieces against 4,000 a side."""
     return Setup("tatoeba-zh", "tatoeba-zh:val", src, tgt, "small", 8000, 1000, 4096, 4000, TINY_SHAPE,
-                 f"tatoeba-{src}{tgt}")
+                 f"tatoeba-{src}{tgt}", "recipes/tatoeba-zh.toml's shape")
 
 
 @dataclass
 class Trained:
     """Models of one comparison, trained alike, and what they translate."""
 
-    spec: str
-    preset: str
+    setup: Setup  # what they were trained on (quick: the synthetic task, with the setup's labels)
     steps: int
-    direction: str  # en->de
     longest: int  # positions training uses (the longest sentence + eos or bos, joint vocabulary)
     long_tokens: int  # the fewest tokens of the long inputs (joint vocabulary)
     bleu: dict[str, float] = field(default_factory=dict)  # validation BLEU per variant
@@ -88,7 +91,7 @@ def train_variants(ctx: ExperimentContext, variants: dict[str, dict], valid_ever
     from aiayn.tokenizer import Tokenizer
     from aiayn.train.loop import MetricsLog
 
-    quick = replace(QUICK, name=setup.name, src=setup.src, tgt=setup.tgt)  # the same labels
+    quick = replace(QUICK, name=setup.name, src=setup.src, tgt=setup.tgt, recipe=setup.recipe)  # same labels
     setup, steps = (quick, 60) if ctx.quick else (setup, ctx.training_steps)
     corpus = load_corpus(setup.spec, setup.src, setup.tgt)
     valid = load_corpus(setup.valid, setup.src, setup.tgt)
@@ -97,7 +100,7 @@ def train_variants(ctx: ExperimentContext, variants: dict[str, dict], valid_ever
     long_lines = [_joined(valid.source[i:i + 4], setup.src) for i in range(0, 80, 4)]
     long_refs = [_joined(valid.target[i:i + 4], setup.tgt) for i in range(0, 80, 4)]
     joint_train = tokenize(corpus, tokenizers["joint"], 256)
-    result = Trained(setup.spec, setup.preset, steps, f"{setup.src}->{setup.tgt}", _longest(joint_train),
+    result = Trained(setup, steps, _longest(joint_train),
                      min(len(s) for s in tokenizers["joint"].encode(long_lines)) + 1)
     runs = Path(ctx.run_dir or ctx.out / "runs")
     run_dir = runs / "-".join([setup.name, *variants] if setup.name else variants)  # one per comparison
@@ -126,11 +129,11 @@ def train_variants(ctx: ExperimentContext, variants: dict[str, dict], valid_ever
             result.read_back.append(name)
         model = before if before is not None else _trained(
             model, tokenizer, train_data, valid_data if valid_every else None, data, config, run_dir / name)
-        trained = MetricsLog(run_dir / name / "metrics.jsonl").records("train")
-        result.seconds[name] = trained[-1]["elapsed_s"] if trained else 0.0
+        records = MetricsLog(run_dir / name / "metrics.jsonl").records()
+        result.seconds[name] = next((r["elapsed_s"] for r in reversed(records) if r["kind"] == "train"), 0.0)
         if valid_every:
             result.curves[name] = [(r["step"], r["nll"] * r["tokens"] / words)
-                                   for r in MetricsLog(run_dir / name / "metrics.jsonl").records("valid")]
+                                   for r in records if r["kind"] == "valid"]
         hypotheses = translate_ids(model, tokenizer, valid_data.source, DecodeConfig(), progress=False)
         result.bleu[name] = score([h[0].text for h in hypotheses], valid.target, bleu_tokenize).bleu
         try:
@@ -189,9 +192,8 @@ def method(t: Trained, what: str) -> str:
     again = (f" The {' and '.join(t.read_back)} model{'s were' if len(t.read_back) > 1 else ' was'} "
              "trained by an earlier run into the same place and read back, so the seconds are this "
              "run's evaluation only." if t.read_back else "")
-    recipe = "recipes/multi30k-small.toml" if t.spec == "multi30k" else "recipes/tatoeba-zh.toml's shape"
-    return (f"{what}, trained alike on {t.spec} {t.direction} for {t.steps:,} updates each (the recipe of "
-            f"{recipe}, cut short); validation sacreBLEU with beam 4.{again}")
+    return (f"{what}, trained alike on {t.setup.spec} {t.setup.direction} for {t.steps:,} updates each (the "
+            f"recipe of {t.setup.recipe}, cut short); validation sacreBLEU with beam 4.{again}")
 
 
 def long_inputs(t: Trained) -> str:

@@ -23,7 +23,7 @@ def joint_vs_separate(ctx: ExperimentContext) -> Finding:
         12, "For related languages (English and German), one joint BPE vocabulary with one embedding for "
             "both sides, as the paper has, saves parameters at no cost in quality against one vocabulary "
             "per language",
-        method(t, f"Two `{t.preset}` models, one with the paper's joint vocabulary (source and target "
+        method(t, f"Two `{t.setup.preset}` models, one with the paper's joint vocabulary (source and target "
                   "embeddings and the output layer shared) and one with a vocabulary per language of the "
                   "same size (the target embedding tied to the output layer)")
         + f" Validation loss every {every} updates, in nats per reference word (so that the two "
@@ -46,10 +46,10 @@ def chinese_separate(ctx: ExperimentContext) -> Finding:
     for src, tgt in (("en", "zh"), ("zh", "en")):
         t = train_variants(ctx, variants, every, tatoeba(src, tgt))
         unit = "character" if tgt == "zh" else "word"
-        rows += [[t.direction, name, f"{t.parameters[name]:,}", f"{t.bleu[name]:.2f}",
+        rows += [[t.setup.direction, name, f"{t.parameters[name]:,}", f"{t.bleu[name]:.2f}",
                   f"{t.curves[name][-1][1]:.3f} nats/{unit}", f"{t.seconds[name] / 60:.1f}"]
                  for name in variants]
-        gaps[t.direction] = t.bleu["separate"] - t.bleu["joint"]
+        gaps[t.setup.direction] = t.bleu["separate"] - t.bleu["joint"]
         trained.append(t)
     said = ", ".join(f"{d} {g:+.2f}" for d, g in gaps.items())
     return Finding(
@@ -58,9 +58,9 @@ def chinese_separate(ctx: ExperimentContext) -> Finding:
         method(trained[0], "In each direction, two models: one joint vocabulary of 8,000 pieces (every "
                            "embedding shared), and a vocabulary of 4,000 pieces per language (the target "
                            "embedding tied to the output layer)")
-        + f" The same for {trained[1].direction}. Validation BLEU by characters into Chinese (sacreBLEU's "
-          f"zh tokenizer), 13a into English; validation loss every {every} updates, per reference "
-          "character into Chinese and per word into English, so that the tokenizations compare.",
+        + f" The same for {trained[1].setup.direction}. Validation BLEU by characters into Chinese "
+          f"(sacreBLEU's zh tokenizer), 13a into English; validation loss every {every} updates, per "
+          "reference character into Chinese and per word into English, so that the tokenizations compare.",
         markdown_table(["direction", "vocabulary", "parameters", "validation BLEU", "final loss",
                         "training minutes"], rows),
         all(g > 0 for g in gaps.values()) if all(abs(g) >= 0.5 for g in gaps.values()) else None,
