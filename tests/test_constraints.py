@@ -42,8 +42,8 @@ def test_a_glossary_matches_whole_words_with_its_case_the_longest_first():
 def test_what_cannot_be_constrained_is_a_one_line_error(translator, tmp_path):
     with pytest.raises(ConfigError, match="text 1 has 2 sentences; constraints and prefixes apply to one"):
         translator.translate(["a b c\nd e f"], constraints=[["z"]])
-    with pytest.raises(ConfigError, match="constraints and prefixes need beam search"):
-        translator.translate(["a b c"], constraints=[["z"]], beam_size=1)
+    with pytest.raises(ConfigError, match=r"constraints \(a glossary\) need a search: leave --temperature out"):
+        translator.translate(["a b c"], constraints=[["z"]], temperature=0.8)
     bad = tmp_path / "terms.tsv"
     bad.write_text("a\tb\nno tab here\n")
     with pytest.raises(GlossaryError, match=f"{bad}:2: a glossary line is a source term TAB a target term"):
@@ -84,6 +84,19 @@ def test_alternatives_are_the_best_ways_to_go_on_after_the_prefix_each_completed
     assert [t.score for t in every] == sorted((t.score for t in every), reverse=True)
     plain = translator.translate(["a b c d"], alternatives=2)[0]  # no prefix: at the first position
     assert len({plain.tokens[0], plain.alternatives[0].tokens[0]}) == 2
+
+
+def test_greedy_search_and_sampling_go_on_from_a_prefix_and_give_alternatives(translator):
+    """A beam of 1 (greedy) and sampling take prefixes and alternatives as beam search does (they were
+    refused as constrained searches); greedy search still meets constraints."""
+    d = translator.tokenizer.encode(["d"], side="target")[0]
+    for options in ({"beam_size": 1}, {"temperature": 0.7, "seed": 3}):
+        best = translator.translate(["a b c d"], prefix="d", alternatives=2, **options)[0]
+        every = [best, *best.alternatives]
+        assert len(every) == 2 and all(t.tokens[:len(d)] == d for t in every), options
+        assert len({t.tokens[len(d)] for t in every}) == 2, options
+        assert translator.translate(["a b c"], prefix="z y", **options)[0].text.startswith("z y"), options
+    assert "z" in translator.translate(["a b c"], constraints=[["z"]], beam_size=1)[0].text.split()
 
 
 def test_the_command_line_takes_a_prefix_and_alternatives(trained_run, capsys):

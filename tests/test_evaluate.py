@@ -4,7 +4,7 @@ import pytest
 from sacrebleu.metrics import BLEU, CHRF
 
 from aiayn.cli import main
-from aiayn.evaluate import ScoringError, bleu_metric, score, tokenizer_for
+from aiayn.evaluate import ScoringError, bleu_metric, looping, score, tokenizer_for
 
 REFS = ["Ein Hund rennt über die Wiese.", "Zwei Männer spielen Fußball.", "Eine Frau liest ein Buch."]
 
@@ -69,3 +69,25 @@ def test_a_tokeniser_whose_package_is_missing_is_named(tmp_path, capsys):
     assert main(["evaluate", "--hypotheses", str(tmp_path / "t.ja"), "--test", str(tmp_path / "t"),
                  "--src-lang", "en", "--tgt-lang", "ja"]) == 2
     assert 'pip install "sacrebleu[ja]"' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, tokenize, loops", [
+    ("Ein Mann Mann Mann Mann steht.", "13a", True),  # one word 4 times in a row
+    ("Ein Mann Mann Mann steht.", "13a", False),  # 3 times is no loop
+    ("mit einem Hut mit einem Hut mit einem Hut mit einem Hut", "13a", True),  # 3 words, 4 times
+    ("a b a b a b a c", "13a", False),
+    ("a b c d a b c d a b c d a b c d", "13a", False),  # 4 words: longer than a loop counted
+    ("西西西西兰", "zh", True), ("西西西兰", "zh", False), ("西西西西兰", "13a", False),
+])
+def test_a_loop_is_a_sequence_of_one_to_three_words_four_times_in_a_row(text, tokenize, loops):
+    assert looping(text, tokenize) is loops
+
+
+def test_evaluate_counts_the_translations_caught_in_loops(tmp_path, capsys):
+    (tmp_path / "test.en").write_text("a\nb\nc\n", encoding="utf-8")
+    (tmp_path / "test.de").write_text("".join(line + "\n" for line in REFS), encoding="utf-8")
+    (tmp_path / "hyp.de").write_text("Ein Hund Hund Hund Hund.\nZwei Männer spielen Fußball.\nEine Frau\n",
+                                     encoding="utf-8")
+    assert main(["evaluate", "--hypotheses", str(tmp_path / "hyp.de"), "--test", str(tmp_path / "test"),
+                 "--src-lang", "en", "--tgt-lang", "de"]) == 0
+    assert "repetition loops: 1 of 3 translations" in capsys.readouterr().out

@@ -307,6 +307,13 @@ class DecodeConfig:
            "0: none", bounds=">= 0", metavar="N")
     decoder_start: int = _opt(-1, "the decoder's first token: a multilingual model's target language "
                                   "(language_token target); -1: <s>", flag=False, bounds=">= -1")
+    repetition_penalty: float = _opt(
+        1.0, "against repetition loops: the score of every token a translation already holds is divided by "
+             "this (multiplied where negative), so above 1 a repeated token becomes less likely "
+             "(CTranslate2's and HuggingFace's repetition_penalty); 1: off", bounds="> 0")
+    no_repeat_ngram_size: int = _opt(
+        0, "against repetition loops: no sequence of this many tokens twice in a translation "
+           "(CTranslate2's and HuggingFace's no_repeat_ngram_size); 0: off", bounds=">= 0", metavar="N")
     temperature: float = _opt(0.0, "sample with this temperature instead of searching; 0: search",
                                bounds=">= 0")
     top_k: int = _opt(0, "when sampling, only from the k most probable tokens; 0: from all", bounds=">= 0")

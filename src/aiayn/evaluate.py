@@ -9,6 +9,7 @@ Korean (`ja-mecab`, `ko-mecab`, with `pip install "sacrebleu[ja]"` or `"sacreble
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -66,6 +67,22 @@ def score(hypotheses: list[str], references: list[str], tokenize: str = "13a") -
     c = chrf.corpus_score(hypotheses, [references])
     detail = str(b).split(" ", 3)[-1]  # after "BLEU = 42.10"
     return Scores(b.score, c.score, str(bleu.get_signature()), str(chrf.get_signature()), detail)
+
+
+def looping(text: str, tokenize: str = "13a", longest: int = 3, times: int = 4) -> bool:
+    """Whether `text` holds a repetition loop: a sequence of 1 to `longest` words (as BLEU's
+    tokeniser `tokenize` cuts them: characters of Chinese with `zh`) `times` or more times in a row."""
+    words = _cutter(tokenize)(text).split()
+    for n in range(1, longest + 1):
+        for i in range(len(words) - times * n + 1):
+            if all(words[i + k * n:i + (k + 1) * n] == words[i:i + n] for k in range(1, times)):
+                return True
+    return False
+
+
+@functools.lru_cache(maxsize=8)
+def _cutter(tokenize: str) -> Callable[[str], str]:
+    return bleu_metric(tokenize).tokenizer
 
 
 @dataclass

@@ -25,6 +25,8 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
     ("paragraphs.py", ["| one paragraph | 10 of 10 |", "| two paragraphs | 10 of 10 |"]),
     # drawing an epoch's pieces with BPE-dropout, and updates on them
     ("bpe_dropout.py", ["| 0.1 |"]),
+    # a barely trained model's loops under each setting of the rules against them
+    ("repetition.py", ["| 1 | 0 |", "| 1 | 3 |", "| 1.2 | 0 |"]),
 ])
 def test_benchmark_smoke_mode_runs(script, expect):
     done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--smoke"], capture_output=True,

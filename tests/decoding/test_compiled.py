@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from aiayn.decoding import beam_search, compiled, greedy_search, whole
 from aiayn.decoding.cache import compiling, library, store
 from aiayn.decoding.compiled import CompiledStep, TracedCache, graphs, row_bucket
+from aiayn.decoding.repetition import Repetition
 from aiayn.decoding.steps import Step
 from tests.conftest import one_layer_model, random_ids, tiny_model
 
@@ -173,6 +174,23 @@ def test_compiled_beam_search_equals_eager_beam_search():
     assert_same_beam(model, src, torch.tensor([8, 3] * 2), 2, 2)
     assert rows_compiled(model) == [0, 4]
     assert {kind.output for kind in graphs(model)} == {"aiayn.decoding.beam.candidates"}  # in the graph
+
+
+def test_the_rules_against_repetition_find_the_same_hypotheses_compiled_as_eagerly():
+    """The rules act on the logits a step gives, compiled or not: greedy decoding (the greedy test's
+    graphs) and beam search (its logits at 8 rows) find the same hypotheses, scored alike."""
+    model, rules = one_layer_model(), Repetition(penalty=1.5, ngram=2)
+    src, limits = GREEDY
+    eager = greedy_search(model, src, limits, repetition=rules)
+    compiled = greedy_search(model, src, limits, step=CompiledStep(model), repetition=rules)
+    assert [h.tokens for h in compiled] == [h.tokens for h in eager]
+    assert [h.log_prob for h in compiled] == pytest.approx([h.log_prob for h in eager], abs=1e-4)
+    src, limits = random_ids(4, 6, seed=3), torch.tensor([9, 6, 9, 9])
+    eager = beam_search(model, src, 2, 2, max_lengths=limits, repetition=rules)
+    compiled = beam_search(model, src, 2, 2, max_lengths=limits, step=CompiledStep(model), repetition=rules)
+    assert [[h.tokens for h in hyps] for hyps in compiled] == [[h.tokens for h in hyps] for hyps in eager]
+    assert [h.score for hyps in compiled for h in hyps] == \
+        pytest.approx([h.score for hyps in eager for h in hyps], abs=1e-4)
 
 
 def test_beam_searches_of_the_same_rows_and_another_beam_size_get_steps_of_their_own():

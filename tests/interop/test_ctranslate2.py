@@ -8,6 +8,7 @@ pytest.importorskip("ctranslate2")
 from aiayn.cli import main  # noqa: E402
 from aiayn.config import DecodeConfig  # noqa: E402
 from aiayn.decoding import greedy_search, max_output_lengths  # noqa: E402
+from aiayn.decoding.translator import repetition  # noqa: E402
 from aiayn.interop.ctranslate2 import CTranslate2Translator, export  # noqa: E402
 from tests.conftest import source_ids, tiny_model, train_reverse_model  # noqa: E402
 
@@ -38,6 +39,22 @@ def test_greedy_output_equals_aiayn_token_for_token_on_200_sentences(which, requ
     mine = greedy_search(model, src, max_output_lengths(src, tokenizer.pad_id, fixed=CAP))
     assert [t[0].tokens for t in theirs] == [h.tokens for h in mine]  # no tolerance needed: 0 of 200 differ
     assert sum(len(h.tokens) for h in mine) > 1000
+
+
+@pytest.mark.parametrize("rules", [{"repetition_penalty": 1.5}, {"repetition_penalty": 0.7},
+                                   {"no_repeat_ngram_size": 2}, {"no_repeat_ngram_size": 1}])
+def test_the_rules_against_repetition_mean_what_they_mean_in_ctranslate2(reverse_model, exported, rules):
+    """repetition_penalty and no_repeat_ngram_size as CTranslate2 has them: the same tokens greedily
+    on 200 sentences (the reversed letters repeat, so the rules change some of aiayn's outputs)."""
+    model, tokenizer, sources = reverse_model
+    lines, config = sources[:200], DecodeConfig(beam_size=1, max_output_len=CAP, **rules)
+    theirs = CTranslate2Translator(exported, threads=torch.get_num_threads()).translate(
+        tokenizer.encode(lines), config)
+    src = source_ids(tokenizer, lines)
+    limits = max_output_lengths(src, tokenizer.pad_id, fixed=CAP)
+    mine = greedy_search(model, src, limits, repetition=repetition(config))
+    assert [t[0].tokens for t in theirs] == [h.tokens for h in mine]
+    assert [h.tokens for h in mine] != [h.tokens for h in greedy_search(model, src, limits)]
 
 
 def test_translate_engine_ctranslate2_from_the_command_line(exported, tmp_path, capsys):

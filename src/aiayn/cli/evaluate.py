@@ -199,8 +199,12 @@ def _scored(hypotheses: list[str], corpus, tokenize: str, settings: dict) -> dic
     if len(hypotheses) != len(corpus):
         raise DataError(f"{len(hypotheses)} hypotheses for the {len(corpus)} sentences of {corpus.name}")
     scores = evaluate.score(hypotheses, corpus.target, tokenize)
+    loops = sum(evaluate.looping(h, tokenize) for h in hypotheses)
     print("\n".join(scores.lines()))
-    return {"test": corpus.name, **vars(scores), **settings}
+    hint = "; --no-repeat-ngram-size or --repetition-penalty keep a search out of them" if loops else ""
+    print(f"repetition loops: {loops} of {len(hypotheses):,} translations (1 to 3 words, 4 or more times "
+          f"in a row){hint}")
+    return {"test": corpus.name, **vars(scores), "loops": loops, **settings}
 
 
 def _tokenizer(choice: str, tgt_lang: str) -> str:

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from aiayn.decoding.constrained import Constraints
+from aiayn.decoding.repetition import OFF, Repetition
 from aiayn.decoding.steps import Hypothesis, Step, max_output_lengths, output_tokens
 from aiayn.decoding.topk import top_k
 from aiayn.model import Transformer
@@ -106,14 +107,15 @@ class BeamStep:
 def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int = 1, alpha: float = 0.6,
                 penalty: str = "gnmt", max_lengths: Tensor | None = None, step: Step | None = None,
                 watch: Callable[[BeamStep], None] | None = None, start: int | None = None,
-                constraints: Constraints | None = None) -> list[list[Hypothesis]]:
+                constraints: Constraints | None = None, repetition: Repetition = OFF
+                ) -> list[list[Hypothesis]]:
     """The `nbest` best hypotheses (best first) for each of the B sentences of `src` (B, S).
 
     `step`: how the decoder steps run (default: the model's own; `compiled.CompiledStep`).
     `watch`: called after every step with what it did (`BeamStep`).
     `start`: the decoder's first token (default: bos; a multilingual model's target language).
     `constraints`: phrases each sentence's translation must contain, and tokens it must begin with
-    (constrained.py)."""
+    (constrained.py). `repetition`: the rules against repetition loops (repetition.py)."""
     if not 1 <= nbest <= beam_size:
         raise ValueError(f"nbest={nbest} must be between 1 and the beam size {beam_size}")
     c, k, n, step = model.config, beam_size, src.size(0), step or Step(model)
@@ -145,13 +147,24 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
 
     for position in range(width - 1):
         at_limit = limits <= position if position >= first_limit else never  # (B,): eos must follow
-        if constraints is None:
+        if constraints is None and repetition.off:
             cand_scores, cand_beams, cand_tokens, ended, kept, scores, beams, new = step.scored(
                 last, src, cache, candidates, scores, at_limit, only_eos)  # (B, 2K) x 3, (B, K) x 5
         else:
-            cand_scores, cand_beams, cand_tokens, ended, kept, scores, beams, new = constraints.choose(
-                step.log_probs(last, src, cache), scores, at_limit, only_eos, c.eos_id, position)
-            constraints.follow()
+            if repetition.off:
+                log_probs = step.log_probs(last, src, cache)  # (B*R, V)
+            else:  # the rules act on the logits of each row, given the tokens of its hypothesis
+                logits, _ = step.logits(last, src, cache)  # (B*R, V)
+                rows = logits.size(0) // tokens.size(0)  # R
+                produced = tokens[:, :rows, 1:].flatten(0, 1)  # (B*R, L - 1): without the start token
+                log_probs = repetition.logits(logits, produced, c.pad_id).log_softmax(dim=-1)
+            if constraints is None:
+                cand_scores, cand_beams, cand_tokens, ended, kept, scores, beams, new = candidates(
+                    log_probs, scores, at_limit, only_eos)
+            else:
+                cand_scores, cand_beams, cand_tokens, ended, kept, scores, beams, new = constraints.choose(
+                    log_probs, scores, at_limit, only_eos, c.eos_id, position)
+                constraints.follow()
 
         # Candidates ending in eos among the first K ranks are finished; the best K others live on.
         lp = _penalty(position + 1, alpha, penalty)

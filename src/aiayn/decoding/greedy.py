@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from aiayn.decoding.repetition import OFF, Repetition
 from aiayn.decoding.steps import Hypothesis, Step, max_output_lengths, output_tokens
 from aiayn.model import Transformer
 
@@ -15,7 +16,8 @@ from aiayn.model import Transformer
 @torch.inference_mode()
 def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = None,
                   temperature: float = 0.0, top_k: int = 0, generator: torch.Generator | None = None,
-                  step: Step | None = None, start: int | None = None) -> list[Hypothesis]:
+                  step: Step | None = None, start: int | None = None,
+                  repetition: Repetition = OFF, prefix: Tensor | None = None) -> list[Hypothesis]:
     """The most probable next token at each step for (B, S) source ids -> one hypothesis each.
 
     With `temperature` > 0 the next token is sampled instead, from softmax(logits / temperature),
@@ -23,6 +25,9 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
     A sentence stops at eos or after its maximum length; the loop stops when all have stopped.
     `step`: how the decoder steps run (default: the model's own; `compiled.CompiledStep`).
     `start`: the decoder's first token (default: bos; a multilingual model's target language).
+    `repetition`: the rules against repetition loops (repetition.py), applied before choosing.
+    `prefix` (B, P): the tokens each output begins with, -1 after a sentence's own (their
+    log-probabilities count); the search (or sampling) goes on from there.
     """
     c, step = model.config, step or Step(model)
     max_lengths = max_output_lengths(src, c.pad_id) if max_lengths is None else max_lengths
@@ -37,6 +42,9 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
     done = max_lengths <= 0  # (B',)
     for position in range(steps):
         logits, normaliser = step.logits(tokens, src, cache)  # (B', V), (B', 1)
+        if not repetition.off:
+            logits = repetition.logits(logits, outputs[active, :position], c.pad_id)
+            normaliser = logits.logsumexp(dim=-1, keepdim=True)
         if temperature > 0:  # only the rows still decoding draw, in order: a row's sample depends
             # neither on finished rows beside it nor on the copies that top a compiled step's batch up
             tokens, decoding = torch.full_like(active, c.pad_id), ~done  # (B',) each
@@ -45,6 +53,10 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
         else:
             chosen, tokens = logits.max(dim=-1, keepdim=True)  # (B', 1)
             tokens = tokens.squeeze(1)  # (B',)
+        if prefix is not None and position < prefix.size(1):  # the prefix's token where it lasts
+            forced = prefix[active, position]  # (B',)
+            tokens = torch.where(forced >= 0, forced, tokens)
+            chosen = logits.gather(1, tokens[:, None])
         total[active] += torch.where(done, 0.0, (chosen - normaliser).squeeze(1))  # the token's log-prob
         tokens[done] = c.pad_id
         outputs[active, position] = tokens

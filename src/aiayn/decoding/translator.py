@@ -24,6 +24,7 @@ from aiayn.decoding.cache import verdict
 from aiayn.decoding.compiled import CompiledStep
 from aiayn.decoding.constrained import Constraints, Steer
 from aiayn.decoding.greedy import greedy_search
+from aiayn.decoding.repetition import Repetition
 from aiayn.decoding.steps import Hypothesis, Step, output_limits
 from aiayn.decoding.tracing import gate
 from aiayn.model import Transformer
@@ -47,43 +48,53 @@ def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
            generator: torch.Generator | None = None, steers: Sequence[Steer] | None = None
            ) -> list[list[Hypothesis]]:
     """The one place that picks the search: sampling, greedy (beam 1) or beam search; `steers`: what
-    each sentence's translation must hold (phrases, a prefix: beam search only). Compiled, a lone
-    sentence's beam search is one graph (`whole`), other searches run on compiled steps."""
+    each sentence's translation must hold (phrases: a search, of beam 1 or more; a prefix: any).
+    Compiled, a lone sentence's beam search is one graph (`whole`), other searches run on compiled
+    steps."""
     limits = output_limits(model, src, config.max_output_extra, config.max_output_len)
-    constraints = None
+    constraints = prefix = None
     if steers is not None and any(s.phrases or s.prefix for s in steers):
-        if config.temperature > 0 or config.beam_size == 1:
-            raise ConfigError("constraints and prefixes need beam search: a beam size of 2 or more, and "
-                              "no --temperature")
-        constraints = Constraints(steers, src.device)
+        if config.temperature == 0:  # beam search steers, with a beam of 1 too
+            constraints = Constraints(steers, src.device)
+        elif any(s.phrases for s in steers):
+            raise ConfigError("constraints (a glossary) need a search: leave --temperature out")
+        else:  # sampling goes on from each prefix
+            prefix = pad([list(s.prefix) for s in steers], -1).to(src.device)  # (B, P)
         prefixes = torch.tensor([len(s.prefix) for s in steers], device=limits.device)
         limits = torch.maximum(limits, prefixes + 1)  # room for the prefix and a token after it
     if config.compile and not verdict.known_unloadable(src.device):
         drawn = generator.get_state() if generator is not None else None
         try:
-            plain = constraints is None and config.temperature == 0  # no steering, no sampling
+            plain = constraints is None and config.temperature == 0 and repetition(config).off
             if plain and whole.takes(model, src, config.beam_size, limits):
                 start = config.decoder_start if config.decoder_start >= 0 else model.config.bos_id
                 found = whole.search(model, src, int(limits[0]), config.beam_size, config.nbest,
                                      config.length_penalty, config.penalty_form, start)
                 if found is not None:
                     return found
-            return _search(model, src, limits, config, generator, CompiledStep(model), constraints)
+            return _search(model, src, limits, config, generator, CompiledStep(model), constraints, prefix)
         except verdict.Unloadable:  # found out at its first compiled step: this batch again, eagerly
             if drawn is not None:
                 generator.set_state(drawn)
-    return _search(model, src, limits, config, generator, Step(model), constraints)
+    return _search(model, src, limits, config, generator, Step(model), constraints, prefix)
 
 
 def _search(model: Transformer, src: torch.Tensor, limits: torch.Tensor, config: DecodeConfig,
-            generator: torch.Generator | None, step: Step, constraints: Constraints | None
-            ) -> list[list[Hypothesis]]:
+            generator: torch.Generator | None, step: Step, constraints: Constraints | None,
+            prefix: torch.Tensor | None) -> list[list[Hypothesis]]:
     start = config.decoder_start if config.decoder_start >= 0 else None
-    if config.temperature > 0 or config.beam_size == 1:
-        hyps = greedy_search(model, src, limits, config.temperature, config.top_k, generator, step, start)
+    if config.temperature > 0 or (config.beam_size == 1 and constraints is None):
+        hyps = greedy_search(model, src, limits, config.temperature, config.top_k, generator, step, start,
+                             repetition(config), prefix)
         return [[h] for h in hyps]
     return beam_search(model, src, config.beam_size, config.nbest, config.length_penalty,
-                       config.penalty_form, limits, step, start=start, constraints=constraints)
+                       config.penalty_form, limits, step, start=start, constraints=constraints,
+                       repetition=repetition(config))
+
+
+def repetition(config: DecodeConfig) -> Repetition:
+    """The rules against repetition loops that `config` asks for."""
+    return Repetition(config.repetition_penalty, config.no_repeat_ngram_size)
 
 
 def batches(lengths: list[int], config: DecodeConfig) -> list[list[int]]:

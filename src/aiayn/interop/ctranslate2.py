@@ -187,6 +187,7 @@ class CTranslate2Translator:
             beam_size=1 if sampling else config.beam_size,
             num_hypotheses=config.alternatives or config.nbest,
             length_penalty=config.length_penalty, return_scores=True,
+            repetition_penalty=config.repetition_penalty, no_repeat_ngram_size=config.no_repeat_ngram_size,
             sampling_topk=config.top_k if sampling else 1,
             sampling_temperature=config.temperature if sampling else 1.0,
             max_decoding_length=config.max_output_len or longest + config.max_output_extra,

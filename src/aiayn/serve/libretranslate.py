@@ -15,7 +15,7 @@ import mimetypes
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aiayn.serve.errors import Problem, validation_message
 from aiayn.serve.files import attachment
@@ -56,6 +56,9 @@ class LibreTranslateRequest(BaseModel):
     alternatives: int = 0  # how many alternatives to return besides the translation
     api_key: str | None = None
     glossary: dict[str, str] | None = None  # aiayn's extension: source term -> target term
+    # aiayn's extensions against repetition loops (DecodeConfig; unset: the server's defaults)
+    repetition_penalty: float | None = Field(None, gt=0)
+    no_repeat_ngram_size: int | None = Field(None, ge=0)
 
 
 def router(service: Service) -> APIRouter:
@@ -76,6 +79,8 @@ def _text_routes(api: APIRouter, service: Service) -> None:
     async def translate(request: Request) -> dict[str, Any]:
         data = await read_body(request, ("q", "source", "target"))
         data["alternatives"] = alternatives(data.get("alternatives", 0), service.config.max_beam_size - 1)
+        for name, kind in (("repetition_penalty", float), ("no_repeat_ngram_size", int)):
+            data[name] = number(data.get(name), name, kind)
         body = validated(data)
         service.admit(request, body.api_key)
         if body.format not in ("text", "html"):
@@ -87,6 +92,8 @@ def _text_routes(api: APIRouter, service: Service) -> None:
             if source == "auto" else None
         pair = service.pair(detected[0] if detected else source, target)
         options: dict[str, Any] = {"format": body.format}
+        options.update((k, v) for k in ("repetition_penalty", "no_repeat_ngram_size")
+                       if (v := getattr(body, k)) is not None)
         if body.alternatives:
             nbest = body.alternatives + 1
             options.update(beam_size=service.beam_for(pair, nbest), nbest=nbest)
@@ -228,6 +235,16 @@ def alternatives(value: Any, most: int) -> int:
     if n > most:
         raise Problem(400, f"Invalid request: alternatives parameter must be <= {most}")
     return n
+
+
+def number(value: Any, name: str, kind: type) -> Any:
+    """An extension's number from JSON, or from a form's text (None: not given), for validation."""
+    if not isinstance(value, str):
+        return float(value) if kind is float and type(value) is int else value
+    try:
+        return kind(value)
+    except ValueError:
+        raise Problem(400, f"Invalid request: {name} parameter is not a number") from None
 
 
 def unique(texts: list[str], translation: str) -> list[str]:

@@ -25,6 +25,11 @@ class TranslateRequest(BaseModel):
     nbest: int | None = Field(None, ge=1, description="hypotheses per text, best first (at most beam_size)")
     length_penalty: float | None = Field(None, ge=0, description="length penalty alpha")
     max_len: int | None = Field(None, ge=1, description="output at most this many tokens")
+    repetition_penalty: float | None = Field(
+        None, gt=0, description="divide the score of every token a translation already holds by this "
+                                "(multiply where negative): above 1, repetitions are less likely; 1: off")
+    no_repeat_ngram_size: int | None = Field(
+        None, ge=0, description="no sequence of this many tokens twice in a translation; 0: off")
     attention: bool = Field(False, description="return the encoder-decoder attention of each translation")
     split: bool | None = Field(None, description="cut each text into its sentences and translate those (the "
                                                  "server's default: yes); false: each text is one sentence")
@@ -60,6 +65,8 @@ def router(service: Service) -> APIRouter:
         pair = service.pair(source, body.target)
         asked = (("beam_size", body.beam_size), ("nbest", body.nbest),
                  ("length_penalty", body.length_penalty), ("max_output_len", body.max_len),
+                 ("repetition_penalty", body.repetition_penalty),
+                 ("no_repeat_ngram_size", body.no_repeat_ngram_size),
                  ("split", body.split), ("format", body.format))
         options = {k: v for k, v in asked if v is not None}
         for field in ("beam_size", "nbest"):

@@ -1,0 +1,88 @@
+"""Repetition loops, and what the rules against them (`--repetition-penalty`,
+`--no-repeat-ngram-size`) do to them and to BLEU: each model translates a test set under each
+setting; a translation loops when a sequence of 1 to 3 words occurs 4 or more times in a row
+(`aiayn.evaluate.looping`).
+
+    python benchmarks/repetition.py --model runs/quickstart runs/exp-c2/averaged
+    python benchmarks/repetition.py --model RUN --test multi30k:val --settings 1:0 1:4 1.2:0 --record
+    python benchmarks/repetition.py --smoke           # seconds: keeps the script working (CI)
+
+--settings: PENALTY:N pairs, repetition_penalty and no_repeat_ngram_size (1:0 is neither rule).
+The test set is scored in each model's own direction, with its search settings otherwise as the run
+stored them (`aiayn evaluate --sweep`'s choice, if any).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from common import data_dir, detail, record
+from common import parser as benchmark_parser
+
+from aiayn.data.corpora import load_corpus
+from aiayn.data.readers import ParallelCorpus
+from aiayn.evaluate import looping, score, tokenizer_for
+from aiayn.translation import load_translator
+
+SETTINGS = ["1:0", "1:3", "1:4", "1:5", "1.1:0", "1.2:0"]
+
+
+def main() -> None:
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--model", nargs="+", default=[], help="run directories or checkpoints")
+    parser.add_argument("--test", default="multi30k:test_2016_flickr", help="the test set (a corpus spec)")
+    parser.add_argument("--settings", nargs="+", default=SETTINGS, metavar="PENALTY:N",
+                        help=f"repetition_penalty:no_repeat_ngram_size pairs (default: {' '.join(SETTINGS)})")
+    args = parser.parse_args()
+    data_dir()
+    settings = [(float(p), int(n)) for p, n in (s.split(":") for s in args.settings)]
+    if args.smoke:
+        models, test = [_smoke_model()], "synthetic:reverse:val"
+    else:
+        if not args.model:
+            parser.error("--model RUN [RUN ...] is needed (or --smoke)")
+        models, test = args.model, args.test
+    rows = ["| model | repetition_penalty | no_repeat_ngram_size | loops | BLEU | chrF | seconds |",
+            "|---|---|---|---|---|---|---|"]
+    for path in models:
+        translator = load_translator(path, device="cpu")
+        corpus = load_corpus(test, translator.src_lang, translator.tgt_lang)
+        if args.smoke:
+            corpus = ParallelCorpus(corpus.source[:40], corpus.target[:40], corpus.name)
+        tokenize = tokenizer_for(translator.tgt_lang)
+        for penalty, n in settings:
+            start = time.perf_counter()
+            found = [t.text for t in translator.translate(corpus.source, repetition_penalty=penalty,
+                                                          no_repeat_ngram_size=n, progress=not args.smoke)]
+            seconds = time.perf_counter() - start
+            scores = score(found, corpus.target, tokenize)
+            loops = sum(looping(t, tokenize) for t in found)
+            rows.append(f"| {_name(path)} | {penalty:g} | {n} | {loops} of {len(found)} | "
+                        f"{scores.bleu:.2f} | {scores.chrf:.2f} | {seconds:.0f} |")
+            print(rows[-1], flush=True)
+    table = "\n".join(rows)
+    print(table)
+    if args.record and not args.smoke:
+        record(f"Repetition loops on {test}", table, path=detail("repetition"))
+
+
+def _name(path: str | Path) -> str:
+    """A run's name: runs/exp-c2/averaged -> exp-c2/averaged."""
+    return "/".join(Path(path).parts[-2:])
+
+
+def _smoke_model() -> Path:
+    """A tiny model trained for a few updates to reverse letters: it loops."""
+    from aiayn.cli import main as aiayn
+
+    run = Path(tempfile.mkdtemp()) / "smoke"
+    assert aiayn(["train", "--preset", "tiny", "--train", "synthetic:reverse", "--out", str(run),
+                  "--max-steps", "20", "--batch-tokens", "512", "--valid-every", "0",
+                  "--bleu-every", "0"]) == 0
+    return run
+
+
+if __name__ == "__main__":
+    main()
