@@ -42,7 +42,7 @@ def test_a_glossary_matches_whole_words_with_its_case_the_longest_first():
 def test_what_cannot_be_constrained_is_a_one_line_error(translator, tmp_path):
     with pytest.raises(ConfigError, match="text 1 has 2 sentences; constraints and prefixes apply to one"):
         translator.translate(["a b c\nd e f"], constraints=[["z"]])
-    with pytest.raises(ConfigError, match=r"constraints \(a glossary\) need a search: leave --temperature out"):
+    with pytest.raises(ConfigError, match=r"constraints \(a glossary\) need a search: leave --temperature"):
         translator.translate(["a b c"], constraints=[["z"]], temperature=0.8)
     bad = tmp_path / "terms.tsv"
     bad.write_text("a\tb\nno tab here\n")

@@ -336,6 +336,25 @@ def test_bulk_sentences_go_in_budget_sized_searches_after_the_others():
     assert [texts for texts, _ in holder.searches] == [["hold"], ["b"], ["x", "y"], ["z"]]
 
 
+def test_a_bulk_request_being_searched_counts_against_max_bulk_until_answered():
+    """max_bulk counts bulk requests in progress: one whose sentences are all in a search (none left
+    waiting) still counts, and a second is refused until the first is answered."""
+    async def scenario(batcher, holder):
+        first = submit(batcher, ["hold", "x"], ids(1, 1), EN_DE, bulk=True)
+        await asyncio.sleep(0.05)  # a worker holds the first bulk request's one search: none waits
+        assert batcher.bulk_full
+        with pytest.raises(QueueFull, match="1 files or long requests are being translated"):
+            submit(batcher, ["y"], ids(1), EN_DE, bulk=True)
+        holder.release.set()
+        await asyncio.wait_for(asyncio.gather(*first), 5)
+        assert not batcher.bulk_full
+        await asyncio.wait_for(asyncio.gather(*submit(batcher, ["y"], ids(1), EN_DE, bulk=True)), 5)
+
+    holder = Holder()
+    run(ServeConfig(max_bulk=1), scenario, 2, holder)
+    assert [texts for texts, _ in holder.searches] == [["hold", "x"], ["y"]]
+
+
 def test_bulk_requests_leave_a_worker_free_for_the_others():
     """Two workers, one searching a bulk request: a second bulk request waits, and a sentence is
     searched at once by the other worker."""

@@ -140,6 +140,7 @@ class Batcher:
         self._bulk_searching = 0  # searches of bulk sentences running now
         self._queue: collections.deque[_Sentence] = collections.deque()
         self._bulk: collections.deque[collections.deque[_Sentence]] = collections.deque()  # per request
+        self._bulk_requests: set[Request] = set()  # in progress: waiting or searched, until answered
         self._submitted = asyncio.Event()
         self._lock = threading.Lock()  # the texts' n-best lists, filled by the search threads
         self.arriving = 0  # requests received and not yet submitted (the server counts them)
@@ -154,9 +155,9 @@ class Batcher:
 
     @property
     def bulk_full(self) -> bool:
-        """As many bulk requests wait as the server takes (`max_bulk`)."""
-        self._drop_withdrawn()
-        return len(self._bulk) >= self.config.max_bulk
+        """As many bulk requests are in progress (waiting, or being searched) as the server takes
+        (`max_bulk`)."""
+        return len(self._bulk_requests) >= self.config.max_bulk
 
     def request(self, texts: Sequence[str], segments: Sequence[Segments], search: Search, bulk: bool = False,
                 steers: Sequence[Steer] | None = None) -> Request:
@@ -177,11 +178,11 @@ class Batcher:
 
     def submit(self, request: Request) -> asyncio.Future:
         """Queue a `request` (on the event loop); -> its future (see Request). A bulk request waits
-        apart, at most `max_bulk` of them; at most `max_queue` sentences of the others wait at once
-        (QueueFull beyond)."""
+        apart, at most `max_bulk` of them in progress (waiting, or being searched, until answered);
+        at most `max_queue` sentences of the others wait at once (QueueFull beyond)."""
         self._drop_withdrawn()
-        if request.bulk and len(self._bulk) >= self.config.max_bulk:
-            raise QueueFull(f"{len(self._bulk):,} files or long requests are being translated "
+        if request.bulk and self.bulk_full:
+            raise QueueFull(f"{len(self._bulk_requests):,} files or long requests are being translated "
                             f"(at most {self.config.max_bulk:,})")
         if not request.bulk and len(self._queue) + len(request.sentences) > self.config.max_queue:
             raise QueueFull(f"{len(self._queue):,} sentences are waiting (at most {self.config.max_queue:,})")
@@ -191,6 +192,8 @@ class Batcher:
             request.future.set_result(request.answers)
         elif request.bulk:
             self._bulk.append(collections.deque(request.sentences))
+            self._bulk_requests.add(request)  # until answered, failed or withdrawn
+            request.future.add_done_callback(lambda _, request=request: self._bulk_requests.discard(request))
         else:
             self._queue.extend(request.sentences)
             self._since_answer += 1
