@@ -188,12 +188,23 @@ def _longest(data: TokenizedCorpus) -> int:
     return max(len(s) for s in data.source + data.target) + 1  # with eos or bos
 
 
-def method(t: Trained, what: str) -> str:
-    again = (f" The {' and '.join(t.read_back)} model{'s were' if len(t.read_back) > 1 else ' was'} "
-             "trained by an earlier run into the same place and read back, so the seconds are this "
-             "run's evaluation only." if t.read_back else "")
+def method(t: Trained, what: str, *others: Trained) -> str:
+    """How `t`'s models (and the same comparison in `others`' directions) were trained and scored."""
+    same = "".join(f" The same for {o.setup.direction}." for o in others)
     return (f"{what}, trained alike on {t.setup.spec} {t.setup.direction} for {t.steps:,} updates each (the "
-            f"recipe of {t.setup.recipe}, cut short); validation sacreBLEU with beam 4.{again}")
+            f"recipe of {t.setup.recipe}, cut short); validation sacreBLEU with beam 4.{same}"
+            f"{read_back(t, *others)}")
+
+
+def read_back(*runs: Trained) -> str:
+    """The sentence saying which of these runs' models an earlier run trained (their training
+    minutes are that run's), or nothing."""
+    named = [f"{t.setup.direction} {' and '.join(t.read_back)}" for t in runs if t.read_back]
+    if not named:
+        return ""
+    were = "models were" if sum(len(t.read_back) for t in runs) > 1 else "model was"
+    return (f" The {' and the '.join(named)} {were} trained by an earlier run into the same place and read "
+            "back: the claim's seconds count this run's work only.")
 
 
 def long_inputs(t: Trained) -> str:

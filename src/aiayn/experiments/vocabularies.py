@@ -57,10 +57,11 @@ def chinese_separate(ctx: ExperimentContext) -> Finding:
             "language, as the Chinese notes on the paper advise, translate better than one joint vocabulary",
         method(trained[0], "In each direction, two models: one joint vocabulary of 8,000 pieces (every "
                            "embedding shared), and a vocabulary of 4,000 pieces per language (the target "
-                           "embedding tied to the output layer)")
-        + f" The same for {trained[1].setup.direction}. Validation BLEU by characters into Chinese "
-          f"(sacreBLEU's zh tokenizer), 13a into English; validation loss every {every} updates, per "
-          "reference character into Chinese and per word into English, so that the tokenizations compare.",
+                           "embedding tied to the output layer)", trained[1])
+        + " Validation BLEU by characters "
+          f"into Chinese (sacreBLEU's zh tokenizer), 13a into English; validation loss every {every} "
+          "updates, per reference character into Chinese and per word into English, so that the "
+          "tokenizations compare.",
         markdown_table(["direction", "vocabulary", "parameters", "validation BLEU", "final loss",
                         "training minutes"], rows),
         all(g > 0 for g in gaps.values()) if all(abs(g) >= 0.5 for g in gaps.values()) else None,
