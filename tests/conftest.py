@@ -21,6 +21,9 @@ HANG_S = float(os.environ.get("AIAYN_TEST_HANG_S", 600))
 # The C++ that calls a compiled step's kernels is built unoptimised in the tests (this process and the
 # commands they start): 2.5 s less per step compiled; the kernels themselves are built as for users.
 os.environ.setdefault("AOT_INDUCTOR_COMPILE_WRAPPER_OPT_LEVEL", "O0")
+# Compiled steps pack their weights by the rows rule, not by timing this machine (decoding/kernels.py):
+# the same steps compile on every machine, whatever its load. tests/decoding/test_kernels.py times.
+os.environ.setdefault("AIAYN_KERNELS", "rows")
 CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 MOST_WORKERS = 4  # `-n auto` (pyproject's addopts): each worker trains the session's models again
 # The suite runs in pytest-xdist workers that share the CPUs: each worker, and the commands its tests

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from aiayn.decoding import kernels
 from aiayn.decoding.cache import store, verdict
 
 
@@ -12,9 +13,11 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
         name, help="show or clear the compiled decoder steps kept on disk",
         description="The decoder steps compiled for a model, a row count and this machine are kept in "
                     "$AIAYN_CACHE_DIR/steps (default ~/.cache/aiayn/steps), so later processes start "
-                    "without compiling. 'info' lists them; 'clear' removes them (they are compiled "
-                    "again when next needed); 'prune' removes only the stale ones, made by another "
-                    "version of aiayn or torch, which this installation never uses again.")
+                    "without compiling. 'info' lists them, and the matmul kernels timed on this machine "
+                    "for each row count (plain or packed for oneDNN, the faster kept); 'clear' removes "
+                    "them (they are compiled and timed again when next needed); 'prune' removes only the "
+                    "stale ones, made by another version of aiayn or torch, which this installation never "
+                    "uses again.")
     p.add_argument("action", choices=("info", "clear", "prune"),
                    help="info: list the entries; clear: remove them all; prune: remove the stale ones")
 
@@ -22,8 +25,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.action in ("clear", "prune"):
         removed, freed = store.clear(None if args.action == "clear" else store.stale)
-        if args.action == "clear":  # the next step loaded checks again whether steps load here
-            verdict.forget()
+        if args.action == "clear":  # the next step loaded checks again whether steps load here, and
+            verdict.forget()  # the kernels are timed again
+            kernels.forget()
         print(f"removed {removed} {'stale ' if args.action == 'prune' else ''}compiled steps "
               f"({freed / 1e6:.1f} MB) from {store.cache_dir()}")
         return 0
@@ -49,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
               f"{fields.get('dtype')}  {store.describe(fields)}  "
               f"{fields.get('machine', {}).get('device')}  compiled in {recorded.get('seconds')} s "
               f"on {recorded.get('created')}{'  stale' if entry in stale else ''}")
+    for choice in kernels.choices():
+        print(f"  kernels for {kernels.describe(choice)}")
     for refused in verdict.refusals():
         machine = refused.get("machine", {}).get("device")
         print(f"torch {refused.get('torch')} on {machine} cannot load compiled steps "

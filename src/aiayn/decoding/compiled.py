@@ -60,7 +60,7 @@ import torch
 from torch import Tensor, nn
 from torch.export import Dim
 
-from aiayn.decoding import packages
+from aiayn.decoding import kernels, packages
 from aiayn.decoding.cache import compiling, store
 from aiayn.decoding.steps import (
     LEAVE_AT,
@@ -75,9 +75,8 @@ from aiayn.decoding.tracing import gate
 from aiayn.model import DecoderCache, Transformer
 from aiayn.model.masks import padding_mask
 
-ANY_COUNT_FROM = 8  # rows from which one compiled step takes every row count (`any_rows`); with fewer,
-# oneDNN's fixed cost a call exceeds a small map's whole matmul, so those steps run on plain matmuls
-# (`_packed`, benchmarks/detail/decode_speed.md)
+ANY_COUNT_FROM = 8  # rows from which one compiled step takes every row count (`any_rows`); below, steps
+# of fixed rows, their weights packed or plain as timed on the machine (`kernels`)
 FIRST_STEP_ROWS = 2  # rows up to which a search's first step is compiled too (see the module's text)
 FEWEST_ROWS = 2  # a compiled step runs at, at least: the rows of the cache's buffers are a dynamic
 # dimension of the step, which export cannot take one long. A beam search's last sentence steps on
@@ -384,13 +383,13 @@ def _kind(step: _Step, inputs: tuple) -> store.Kind:
     beams = scores.size(1) if isinstance(scores, Tensor) and scores.dim() == 2 else 0
     rows, first = last_tokens.size(0), table.size(0) == 1
     rows = 0 if _takes_any_count(rows, first) else rows
-    return store.Kind(rows, step.output_name, ancestors is not None, first, beams, _packed(rows))
+    return store.Kind(rows, step.output_name, ancestors is not None, first, beams, _packed(step.model, rows))
 
 
-def _packed(rows: int) -> bool:
-    """Whether a step of `rows` rows (0: any count) packs its weights for oneDNN (`store.Kind.packed`):
-    from `ANY_COUNT_FROM` rows on; below, plain matmuls are faster (benchmarks/detail/decode_speed.md)."""
-    return rows == 0 or rows >= ANY_COUNT_FROM
+def _packed(model: Transformer, rows: int) -> bool:
+    """Whether a step of `rows` rows (0: any count) packs its weights for oneDNN (`store.Kind.packed`)
+    or runs plain matmuls: whichever `kernels.packed` timed faster on this machine."""
+    return kernels.packed(model, rows)
 
 
 def _takes_any_count(rows: int, first: bool) -> bool:
@@ -434,7 +433,7 @@ def _ahead(step: _Step, kind: store.Kind, inputs: tuple) -> list[tuple[store.Kin
     counts = {min(n, least) for n in counts} - ({least} if not kind.first and not kind.rows else set())
     example = {n: _example_count(step, r) if n == least else n for n in counts}
     rows = {n: 0 if n == least else n * r for n in counts}
-    return [(replace(later, rows=rows[n], packed=_packed(rows[n])),
+    return [(replace(later, rows=rows[n], packed=_packed(step.model, rows[n])),
              functools.partial(_with_rows, inputs, example[n], r, later.traced))
             for n in sorted(counts, reverse=True)]
 

@@ -41,7 +41,7 @@ from torch import Tensor, nn
 from torch._higher_order_ops import while_loop
 from torch.export import Dim
 
-from aiayn.decoding import compiled, packages
+from aiayn.decoding import compiled, kernels, packages
 from aiayn.decoding.beam import NEG_INF, _penalty, candidates
 from aiayn.decoding.cache import compiling, store
 from aiayn.decoding.cache.verdict import Unloadable
@@ -58,11 +58,13 @@ def takes(model: Transformer, src: Tensor, beam_size: int, limits: Tensor) -> bo
     `compiling.LARGEST` tokens and a width (its limit (1,) + 2) within it too, beam search, on a CPU,
     a model with absolute positions and float weights whose search compiled. An int8 model's lone
     sentences are faster on its compiled steps (13.1-14.7 against 16.7-17.4 ms a sentence,
-    benchmarks/detail/decode_speed.md)."""
+    benchmarks/detail/decode_speed.md). Nor where packed weights are faster at its rows on this machine
+    (`kernels`): its graph runs plain products (Inductor packs none inside its loop), the steps pack."""
     return (src.size(0) == 1 and 2 <= src.size(1) <= compiling.LARGEST and beam_size > 1
             and src.device.type == "cpu" and not model.config.relative_positions and model not in _refused
             and not _int8(model)
-            and int(limits[0]) + 2 <= compiling.LARGEST)  # read last: a batch's searches never need it
+            and int(limits[0]) + 2 <= compiling.LARGEST  # read last: a batch's searches never need them
+            and not kernels.packed(model, beam_size))
 
 
 def _int8(model: Transformer) -> bool:

@@ -1,0 +1,200 @@
+"""Which kernels a compiled decoder step's matrix products run on, chosen by timing them on this
+machine rather than written for one CPU.
+
+Inductor writes a step's float linear maps one of two ways (`store.Kind.packed`): plain products
+(the library's GEMM, MKL's on CPUs; the compiled model's decoder weights stored by column,
+`inference.weights_by_column`) or weights packed once for oneDNN. Which is faster depends on the
+row count and on the CPU: on an Intel Xeon with AMX, plain products win below 8 rows; on an AMD EPYC
+(Zen 4) MKL takes a generic path, and packed weights win at 4 rows by 2-6x per product (a lone
+sentence of beam 4: 20.7 against 36.2 ms, benchmarks/detail/decode_speed.md). So the first time a
+step of a row count is compiled on a machine, the model's decoder linear maps and output layer are
+timed at that row count both ways (`time_layouts`: a fraction of a second), the faster is kept
+(`packed`), and the choice is stored beside the compiled steps (`.kernels.json` in the cache
+directory: by machine, torch, the maps' shapes and the rows), so later processes take it without
+timing. `aiayn cache info` lists the choices with the times they were made on.
+
+A lone sentence's whole search compiled as one graph (decoding/whole.py) runs its products plain
+(Inductor does not pack inside its loop): where packed products win at its rows, the search runs on
+the packed compiled steps instead (`whole.takes`).
+
+$AIAYN_KERNELS overrides the measurement: `plain`, `packed`, or `rows` (packed from
+`compiled.ANY_COUNT_FROM` rows, the rule measured on the Xeon; the tests use it, to compile the same
+steps on every machine).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from aiayn import files
+from aiayn.decoding.cache import store
+
+CANDIDATES = ("plain", "packed")
+FILE = ".kernels.json"  # in the cache directory; its name starts with "." so it is no entry
+REPRESENTATIVE_ROWS = 32  # the rows timed for a step that takes any count of rows
+ROUNDS, CALLS = 5, 8  # rounds, each timing CALLS calls of every candidate in turn; the median round
+
+Shapes = tuple[tuple[int, int, int], ...]  # (in features, out features, how many) of a step's maps
+clock: Callable[[], float] = time.perf_counter  # what `time_layouts` reads (the tests give a fake one)
+_known: dict[tuple, bool] = {}  # this process's choices, by `_key`
+_lock = threading.Lock()
+
+
+def packed(model: nn.Module, rows: int, decoder: nn.Module | None = None) -> bool:
+    """Whether a compiled decoder step of `rows` rows (0: any count) packs its float weights for
+    oneDNN on this machine: $AIAYN_KERNELS if set, else the faster of the two ways as timed here
+    (once per machine, torch, shapes and rows; stored)."""
+    forced = os.environ.get("AIAYN_KERNELS", "").strip().lower()
+    if forced in CANDIDATES:
+        return forced == "packed"
+    if forced == "rows":
+        from aiayn.decoding.compiled import ANY_COUNT_FROM
+
+        return rows == 0 or rows >= ANY_COUNT_FROM
+    if forced:
+        raise ValueError(f"AIAYN_KERNELS={forced!r}: use plain, packed or rows (unset: measured)")
+    if not _packable():
+        return False
+    shapes = linear_shapes(model)
+    timed_rows = rows or REPRESENTATIVE_ROWS
+    key = _key(shapes, timed_rows)
+    with _lock:
+        if key not in _known:
+            _known[key] = _stored_or_measured(key, shapes, timed_rows)
+        return _known[key]
+
+
+def linear_shapes(model: nn.Module) -> Shapes:
+    """The linear maps a decoder step runs, the decoder's and the output layer's, by shape: each
+    module's own 2-D weight (out, in), whatever holds it (nn.Linear, or a packed map of inference.py)."""
+    maps = [m for m in model.decoder.modules() if not isinstance(m, nn.Embedding)] + [model.output_proj]
+    counts: dict[tuple[int, int], int] = {}
+    for m in maps:
+        weight = m._parameters.get("weight", m._buffers.get("weight"))
+        if isinstance(weight, torch.Tensor) and weight.dim() == 2:
+            shape = (weight.size(1), weight.size(0))  # (in, out)
+            counts[shape] = counts.get(shape, 0) + 1
+    return tuple(sorted((i, o, n) for (i, o), n in counts.items()))
+
+
+def time_layouts(shapes: Shapes, rows: int) -> dict[str, float]:
+    """Seconds that one step's linear maps (`shapes`) take at `rows` rows, plain (weights by column,
+    as a compiled model holds them) and packed for oneDNN: the median of ROUNDS rounds, each timing
+    CALLS calls of both in turn, so that a drift in the machine's speed hits both alike."""
+    g = torch.Generator().manual_seed(0)
+    inputs = {i: torch.randn(rows, i, generator=g) for i, _, _ in shapes}
+    maps = [(torch.randn(o, i, generator=g) * i ** -0.5, torch.zeros(o), n) for i, o, n in shapes]
+    plain = [(w.t().contiguous().t(), b, n) for w, b, n in maps]
+    onednn = [(torch.ops.mkldnn._reorder_linear_weight(w, rows), b, n, w.size(1)) for w, b, n in maps]
+
+    def run_plain() -> None:
+        for w, b, n in plain:
+            for _ in range(n):
+                F.linear(inputs[w.size(1)], w, b)
+
+    def run_packed() -> None:
+        for w, b, n, i in onednn:
+            for _ in range(n):
+                torch.ops.mkldnn._linear_pointwise(inputs[i], w, b, "none", [], "")
+
+    runs = {"plain": run_plain, "packed": run_packed}
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    with torch.inference_mode():
+        for run in runs.values():  # warm-up: first calls allocate
+            run()
+        for _ in range(ROUNDS):
+            for name, run in runs.items():
+                start = clock()
+                for _ in range(CALLS):
+                    run()
+                samples[name].append((clock() - start) / CALLS)
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def choices() -> list[dict[str, Any]]:
+    """The choices stored on this machine's cache (for `aiayn cache info`), oldest first."""
+    return list(_read().values())
+
+
+def forget() -> None:
+    """Drop the stored choices (`aiayn cache clear`): they are timed again when next needed."""
+    with _lock:
+        _known.clear()
+        with contextlib.suppress(OSError):
+            (store.cache_dir() / FILE).unlink()
+
+
+def _packable() -> bool:
+    """Whether oneDNN's packed float matmul is there to choose (a CPU build with it)."""
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+def _key(shapes: Shapes, rows: int) -> tuple:
+    machine = store.machine(torch.device("cpu"))
+    return (machine["features"], machine["kernels"], machine["onednn"], torch.__version__, shapes, rows)
+
+
+def _name(key: tuple) -> str:
+    return json.dumps(key, separators=(",", ":"))
+
+
+def _stored_or_measured(key: tuple, shapes: Shapes, rows: int) -> bool:
+    stored = _read().get(_name(key))
+    if stored is not None:
+        return bool(stored["packed"])
+    times = time_layouts(shapes, rows)
+    choice = times["packed"] < times["plain"]
+    record = {"key": _name(key), "rows": rows, "shapes": [list(s) for s in shapes], "packed": choice,
+              "microseconds": {k: round(v * 1e6, 1) for k, v in times.items()},
+              "measured": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+              "cpu": _cpu()}
+    _write(record)
+    return choice
+
+
+def _read() -> dict[str, dict[str, Any]]:
+    try:
+        records = json.loads((store.cache_dir() / FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {r["key"]: r for r in records if isinstance(r, dict) and "key" in r and "packed" in r} \
+        if isinstance(records, list) else {}
+
+
+def _write(record: dict[str, Any]) -> None:
+    """Add `record` to the stored choices (written whole, atomically; a cache that is not this user's
+    alone is not written: the choice then lasts for this process)."""
+    root = store.cache_dir()
+    if store.not_ours_alone(root, create=True) is not None:
+        return
+    records = [r for k, r in _read().items() if k != record["key"]] + [record]
+    with contextlib.suppress(OSError):
+        files.write_atomically(root / FILE, json.dumps(records, indent=1).encode())
+
+
+def _cpu() -> str:
+    from aiayn.timing import cpu_name
+
+    return cpu_name()
+
+
+def describe(record: dict[str, Any]) -> str:
+    """A stored choice in words, for `aiayn cache info`."""
+    times = record.get("microseconds", {})
+    shapes = record.get("shapes", [])
+    return (f"{record.get('rows')} rows ({len(shapes)} shapes of linear map): "
+            f"{'packed' if record.get('packed') else 'plain'} (plain {times.get('plain')} us, packed "
+            f"{times.get('packed')} us a step) on {record.get('cpu')}, {record.get('measured')}")
+
