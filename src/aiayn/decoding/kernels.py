@@ -17,9 +17,8 @@ A lone sentence's whole search compiled as one graph (decoding/whole.py) runs it
 (Inductor does not pack inside its loop): where packed products win at its rows, the search runs on
 the packed compiled steps instead (`whole.takes`).
 
-$AIAYN_KERNELS overrides the measurement: `plain`, `packed`, or `rows` (packed from
-`compiled.ANY_COUNT_FROM` rows, the rule measured on the Xeon; the tests use it, to compile the same
-steps on every machine).
+$AIAYN_KERNELS overrides the measurement: `plain`, `packed`, or `rows` (packed from `PACKED_FROM`
+rows, the rule measured on the Xeon; the tests use it, to compile the same steps on every machine).
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ from aiayn import files
 from aiayn.decoding.cache import store
 
 CANDIDATES = ("plain", "packed")
+PACKED_FROM = 8  # $AIAYN_KERNELS=rows: packed from this many rows (or any count), as timed on the Xeon
 FILE = ".kernels.json"  # in the cache directory; its name starts with "." so it is no entry
 REPRESENTATIVE_ROWS = 32  # the rows timed for a step that takes any count of rows
 ROUNDS, CALLS = 5, 8  # rounds, each timing CALLS calls of every candidate in turn; the median round
@@ -60,9 +60,7 @@ def packed(model: nn.Module, rows: int, decoder: nn.Module | None = None) -> boo
     if forced in CANDIDATES:
         return forced == "packed"
     if forced == "rows":
-        from aiayn.decoding.compiled import ANY_COUNT_FROM
-
-        return rows == 0 or rows >= ANY_COUNT_FROM
+        return rows == 0 or rows >= PACKED_FROM
     if forced:
         raise ValueError(f"AIAYN_KERNELS={forced!r}: use plain, packed or rows (unset: measured)")
     if not _packable():
