@@ -32,6 +32,7 @@ import torch.ao.quantization.fx._decomposed  # noqa: F401 (defines torch.ops.qua
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from aiayn.decoding import kernels
 from aiayn.model import Transformer
 from aiayn.model.attention import QKVProjection
 
@@ -202,8 +203,8 @@ class MKLPackedLinear(_PackedWeight):
 
 
 class OneDNNPackedLinear(_PackedWeight):
-    """y = x W^T + b in bfloat16, with W reordered by oneDNN (for the first call's row count, as a
-    hint: the packing serves every row count)."""
+    """y = x W^T + b in bfloat16 or float32, with W reordered by oneDNN (for the first call's row count,
+    as a hint: the packing serves every row count)."""
 
     def forward(self, x: Tensor) -> Tensor:
         """(..., I) -> (..., O)."""
@@ -287,10 +288,15 @@ def int8_compilable() -> bool:
 
 def pack_for_cpu(model: Transformer, dtype: torch.dtype = torch.float32) -> Transformer:
     """A copy of `model` for CPU translation in `dtype` (float32 or bfloat16) with packed linear maps:
-    the same results as `model.to(dtype)`, faster."""
+    the results of `model.to(dtype)` (in another order of floating-point operations), faster. In
+    float32, packed for MKL or for oneDNN, whichever was timed faster on this machine
+    (`kernels.eager_packing`)."""
     if not packing_available(dtype):
         raise RuntimeError(f"this PyTorch build or CPU has no packed {dtype} matmul")
-    return _with_linear_maps(model, PACKED_LINEAR[dtype], dtype)
+    make = PACKED_LINEAR[dtype]
+    if dtype == torch.float32 and kernels.eager_packing(model) == "onednn":
+        make = OneDNNPackedLinear
+    return _with_linear_maps(model, make, dtype)
 
 
 @torch.no_grad()

@@ -93,3 +93,26 @@ def test_cache_info_lists_the_choices_and_clear_forgets_them(measured, monkeypat
         in kernels.describe(kernels.choices()[0])
     assert main(["cache", "clear"]) == 0
     assert kernels.choices() == []
+
+
+@pytest.mark.parametrize("mkl, onednn, chosen", [(1e-3, 2e-3, "mkl"), (2e-3, 1e-3, "onednn")])
+def test_the_eager_path_packs_for_the_library_timed_faster(measured, monkeypatch, mkl, onednn, chosen):
+    """`inference.pack_for_cpu` (the eager float32 path) packs its maps for MKL or oneDNN, whichever the
+    timing at a lone sentence's rows and a batch's found faster; both compute the model's logits."""
+    from aiayn import inference
+
+    if not inference.packing_available(torch.float32):
+        pytest.skip("no packed float32 matmul here")
+    model = tiny_model()
+    clock = FakeClock(mkl, onednn)  # the candidates in turn: MKL's first
+    monkeypatch.setattr(kernels, "clock", clock)
+    assert kernels.eager_packing(model) == chosen
+    assert clock.reads == 4 * kernels.ROUNDS * len(kernels.EAGER_ROWS)
+    packed = inference.pack_for_cpu(model)
+    kinds = {type(m).__name__ for m in packed.modules() if isinstance(m, inference._PackedWeight)}
+    assert kinds == {"OneDNNPackedLinear" if chosen == "onednn" else "MKLPackedLinear"}
+    src, tgt = random_ids(3, 7), random_ids(3, 5, seed=1)
+    with torch.inference_mode():
+        assert torch.allclose(packed(src, tgt), model(src, tgt), atol=1e-4)
+    (record,) = kernels.choices()
+    assert record["path"] == "eager" and "the eager path" in kernels.describe(record)

@@ -44,6 +44,7 @@ CANDIDATES = ("plain", "packed")
 PACKED_FROM = 8  # $AIAYN_KERNELS=rows: packed from this many rows (or any count), as timed on the Xeon
 FILE = ".kernels.json"  # in the cache directory; its name starts with "." so it is no entry
 REPRESENTATIVE_ROWS = 32  # the rows timed for a step that takes any count of rows
+EAGER_ROWS = (4, 128)  # the rows the eager path's packing is timed at: a lone sentence's beam, a batch's
 ROUNDS, CALLS = 5, 8  # rounds, each timing CALLS calls of every candidate in turn; the median round
 
 Shapes = tuple[tuple[int, int, int], ...]  # (in features, out features, how many) of a step's maps
@@ -87,27 +88,44 @@ def linear_shapes(model: nn.Module) -> Shapes:
     return tuple(sorted((i, o, n) for (i, o), n in counts.items()))
 
 
-def time_layouts(shapes: Shapes, rows: int) -> dict[str, float]:
-    """Seconds that one step's linear maps (`shapes`) take at `rows` rows, plain (weights by column,
-    as a compiled model holds them) and packed for oneDNN: the median of ROUNDS rounds, each timing
-    CALLS calls of both in turn, so that a drift in the machine's speed hits both alike."""
+def time_layouts(shapes: Shapes, rows: int, candidates: tuple[str, ...] = CANDIDATES) -> dict[str, float]:
+    """Seconds that one step's linear maps (`shapes`) take at `rows` rows on each of `candidates`:
+    plain (weights by column, as a compiled model holds them), packed for oneDNN, or packed for MKL
+    (`mkl`, the eager path's `inference.MKLPackedLinear`); the median of ROUNDS rounds, each timing
+    CALLS calls of every candidate in turn, so that a drift in the machine's speed hits all alike."""
     g = torch.Generator().manual_seed(0)
     inputs = {i: torch.randn(rows, i, generator=g) for i, _, _ in shapes}
     maps = [(torch.randn(o, i, generator=g) * i ** -0.5, torch.zeros(o), n) for i, o, n in shapes]
-    plain = [(w.t().contiguous().t(), b, n) for w, b, n in maps]
-    onednn = [(torch.ops.mkldnn._reorder_linear_weight(w, rows), b, n, w.size(1)) for w, b, n in maps]
 
-    def run_plain() -> None:
-        for w, b, n in plain:
-            for _ in range(n):
-                F.linear(inputs[w.size(1)], w, b)
+    def plain() -> Callable[[], None]:
+        weights = [(w.t().contiguous().t(), b, n) for w, b, n in maps]
 
-    def run_packed() -> None:
-        for w, b, n, i in onednn:
-            for _ in range(n):
-                torch.ops.mkldnn._linear_pointwise(inputs[i], w, b, "none", [], "")
+        def run() -> None:
+            for w, b, n in weights:
+                for _ in range(n):
+                    F.linear(inputs[w.size(1)], w, b)
+        return run
 
-    runs = {"plain": run_plain, "packed": run_packed}
+    def packed() -> Callable[[], None]:
+        weights = [(torch.ops.mkldnn._reorder_linear_weight(w, rows), b, n, w.size(1)) for w, b, n in maps]
+
+        def run() -> None:
+            for p, b, n, i in weights:
+                for _ in range(n):
+                    torch.ops.mkldnn._linear_pointwise(inputs[i], p, b, "none", [], "")
+        return run
+
+    def mkl() -> Callable[[], None]:
+        weights = [(torch.ops.mkl._mkl_reorder_linear_weight(w, rows), w, b, n) for w, b, n in maps]
+
+        def run() -> None:
+            for p, w, b, n in weights:
+                for _ in range(n):
+                    torch.ops.mkl._mkl_linear(inputs[w.size(1)], p, w, b, rows)
+        return run
+
+    makers = {"plain": plain, "packed": packed, "mkl": mkl}
+    runs = {name: makers[name]() for name in candidates}
     samples: dict[str, list[float]] = {name: [] for name in runs}
     with torch.inference_mode():
         for run in runs.values():  # warm-up: first calls allocate
@@ -119,6 +137,34 @@ def time_layouts(shapes: Shapes, rows: int) -> dict[str, float]:
                     run()
                 samples[name].append((clock() - start) / CALLS)
     return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def eager_packing(model: nn.Module) -> str:
+    """How the eager path's float32 linear maps are packed on this machine (`inference.pack_for_cpu`):
+    `mkl` (MKL's packed GEMM, packed anew for each row count a map keeps having) or `onednn` (packed
+    once): the faster of the two as timed here on the model's maps, at a lone sentence's beam (4 rows)
+    and a batch's (128) together; stored as the compiled steps' choices are. $AIAYN_KERNELS: packed
+    means onednn, plain and rows mkl."""
+    forced = os.environ.get("AIAYN_KERNELS", "").strip().lower()
+    if forced:
+        if forced not in (*CANDIDATES, "rows"):
+            raise ValueError(f"AIAYN_KERNELS={forced!r}: use plain, packed or rows (unset: measured)")
+        return "onednn" if forced == "packed" else "mkl"
+    if not (_packable() and torch._C.has_mkl):
+        return "mkl" if torch._C.has_mkl else "onednn"
+    shapes = linear_shapes(model)
+    key = (*_key(shapes, EAGER_ROWS[0]), "eager")
+    with _lock:
+        if key not in _known:
+            stored = _read().get(_name(key))
+            if stored is None:
+                times = {"mkl": 0.0, "packed": 0.0}
+                for rows in EAGER_ROWS:
+                    for name, seconds in time_layouts(shapes, rows, tuple(times)).items():
+                        times[name] += seconds
+                stored = _record(key, shapes, EAGER_ROWS[0], times["packed"] < times["mkl"], times, "eager")
+            _known[key] = stored["packed"]
+        return "onednn" if _known[key] else "mkl"
 
 
 def choices() -> list[dict[str, Any]]:
@@ -153,13 +199,17 @@ def _stored_or_measured(key: tuple, shapes: Shapes, rows: int) -> bool:
     if stored is not None:
         return bool(stored["packed"])
     times = time_layouts(shapes, rows)
-    choice = times["packed"] < times["plain"]
-    record = {"key": _name(key), "rows": rows, "shapes": [list(s) for s in shapes], "packed": choice,
-              "microseconds": {k: round(v * 1e6, 1) for k, v in times.items()},
-              "measured": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-              "cpu": _cpu()}
+    return _record(key, shapes, rows, times["packed"] < times["plain"], times, "compiled")["packed"]
+
+
+def _record(key: tuple, shapes: Shapes, rows: int, choice: bool, times: dict[str, float], path: str
+            ) -> dict[str, Any]:
+    """Store a choice made on `times` (seconds by candidate) for the compiled steps or the eager path."""
+    record = {"key": _name(key), "path": path, "rows": rows, "shapes": [list(s) for s in shapes],
+              "packed": choice, "microseconds": {k: round(v * 1e6, 1) for k, v in times.items()},
+              "measured": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"), "cpu": _cpu()}
     _write(record)
-    return choice
+    return record
 
 
 def _read() -> dict[str, dict[str, Any]]:
@@ -192,7 +242,12 @@ def describe(record: dict[str, Any]) -> str:
     """A stored choice in words, for `aiayn cache info`."""
     times = record.get("microseconds", {})
     shapes = record.get("shapes", [])
+    timed = ", ".join(f"{name} {us} us" for name, us in times.items())
+    if record.get("path") == "eager":
+        chosen = "oneDNN packed" if record.get("packed") else "MKL packed"
+        return (f"the eager path ({len(shapes)} shapes of linear map, {' + '.join(map(str, EAGER_ROWS))} "
+                f"rows): {chosen} ({timed}) on {record.get('cpu')}, {record.get('measured')}")
     return (f"{record.get('rows')} rows ({len(shapes)} shapes of linear map): "
-            f"{'packed' if record.get('packed') else 'plain'} (plain {times.get('plain')} us, packed "
-            f"{times.get('packed')} us a step) on {record.get('cpu')}, {record.get('measured')}")
+            f"{'packed' if record.get('packed') else 'plain'} ({timed} a step) on {record.get('cpu')}, "
+            f"{record.get('measured')}")
 
