@@ -115,6 +115,14 @@ def test_spans_matching_keep_come_back_as_they_are(translator):
     assert found[2].text.count("\n") == 1 and "<" not in found[2].text and "&amp;" not in found[2].text
 
 
+def test_kept_spans_and_a_glossary_together_keep_both(translator):
+    """The glossary's terms the search put in stay, whatever words the kept span is aligned with."""
+    glossary = {"c": "q r", "e f": "s t"}
+    for text in ("a c {name} d e f", "{name} c e f b", "c e f {name}"):
+        found = translator.translate([text], glossary=glossary, keep=r"\{[^}]*\}")[0].text
+        assert "q r" in found and "s t" in found and "{name}" in found, (text, found)
+
+
 def test_the_command_line_keeps_spans_and_refuses_a_bad_pattern_in_one_line(trained_run, tmp_path, capsys):
     assert main(["translate", str(trained_run), "a {x1} b", "--keep", r"\{[^}]*\}"]) == 0
     assert "{x1}" in capsys.readouterr().out

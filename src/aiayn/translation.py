@@ -455,7 +455,9 @@ class Translator:
         steers = self.steers(segments, constraints, glossary, prefix)
         nbests = iter(self.search([ids for s in segments for ids in s.ids], progress=progress,
                                   steers=steers, **options))
-        done = [self.assemble(s, [next(nbests) for _ in s.ids], attention) for s in segments]
+        guards = iter(steers) if steers is not None else None
+        done = [self.assemble(s, [next(nbests) for _ in s.ids], attention,
+                              None if guards is None else [next(guards) for _ in s.ids]) for s in segments]
         return [_plain(t) if i in marked else t for i, t in enumerate(done)]
 
     def search(self, ids: Sequence[list[int]], *, progress: bool = False,
@@ -502,10 +504,11 @@ class Translator:
         begins = self.tokenizer.encode(starts, side="target")
         return [Steer(p, tuple(b)) for p, b in zip(ids, begins, strict=True)]
 
-    def assemble(self, segments: Segments, nbests: Sequence[list[Translation]], attention: bool = False
-                 ) -> Translation:
+    def assemble(self, segments: Segments, nbests: Sequence[list[Translation]], attention: bool = False,
+                 steers: Sequence[Steer] | None = None) -> Translation:
         """A text's translation from the n-best list of each of its sentences (`search`), joined into
-        its layout (see the class); `attention`: with each sentence's attention weights."""
+        its layout (see the class); `attention`: with each sentence's attention weights; `steers`: what
+        each sentence was steered to hold (a kept span never replaces its terms: `blocks.Guarded`)."""
         if attention and self.model is None:
             raise cfg.ConfigError("attention weights come from the PyTorch model: use engine pytorch")
         if len(nbests) != len(segments.ids):
@@ -517,12 +520,18 @@ class Translator:
                 best.attention = attention_view(self.model, self.tokenizer, sentence, best,
                                                 self.source_prefix, self.start)
             sentences.append(best)
-        return whole_text(sentences, lambda hyps: self._join(segments.layout, hyps))
+        terms = [self.tokenizer.decode(list(p)) for s in steers for p in s.phrases] if steers else []
+        return whole_text(sentences, lambda hyps: self._join(segments.layout, hyps, terms))
 
-    def _join(self, layout: Layout, translations: list[Translation]) -> str:
-        """A translation of each sentence put into the text."""
-        return layout.join([t.text for t in translations], self.tgt_lang,
-                           lambda i: self._projector(layout.sentences[i], translations[i]))
+    def _join(self, layout: Layout, translations: list[Translation], terms: Sequence[str] = ()) -> str:
+        """A translation of each sentence put into the text; `terms`: target words a kept span must
+        not replace."""
+        def project(i: int) -> blocks.Projector:
+            projector = self._projector(layout.sentences[i], translations[i])
+            protected = blocks.occurrences(terms, translations[i].text)
+            return blocks.Guarded(projector, protected) if protected else projector
+
+        return layout.join([t.text for t in translations], self.tgt_lang, project)
 
     def _projector(self, sentence: str, translation: Translation) -> blocks.Projector:
         """How a span of `sentence` (an HTML tag's words) is carried onto its translation: by the

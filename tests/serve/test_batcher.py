@@ -51,7 +51,7 @@ class Recorder:
         self.searches.append((texts, options))
         return [[Translation(t.upper(), 0.0, 0.0, [1] * len(t))] for t in texts]
 
-    def assemble(self, segments, nbests, attention=False):
+    def assemble(self, segments, nbests, attention=False, steers=None):
         return Translation(" ".join(n[0].text for n in nbests), 0.0, 0.0, [])
 
 

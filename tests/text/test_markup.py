@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiayn.data.corpora import load_corpus
-from aiayn.text.blocks import aligned, proportional, token_spans
+from aiayn.text.blocks import Guarded, aligned, occurrences, proportional, token_spans
 from aiayn.text.markup import VOID, Document
 from aiayn.translation import load_translator
 
@@ -130,6 +130,26 @@ def test_kept_inline_code_replaces_the_words_it_lands_on():
     assert doc.sentences == ["Run ls now."]
     assert doc.join(["Starte ls jetzt."], "de", lambda i: proportional(1, "x")) == \
         "<p>Starte <code>ls</code> jetzt.</p>"
+
+
+def test_a_kept_span_never_replaces_the_words_a_glossary_put_there():
+    """A weak model aligns the kept span with the glossary's term "die Matte": guarded, the span gives
+    it up and stands after it, spaced as a word; unguarded, it replaced the term (the bug)."""
+    doc = Document.parse('the cat <span translate="no">{name}</span> on the mat', "en")
+    target = "u u u die Matte Katze"
+    term = (target.index("die Matte"), target.index("die Matte") + len("die Matte"))
+
+    def onto_the_term(a, b):  # every span of the sentence lands on the term
+        return term
+
+    assert doc.join([target], "de", lambda i: onto_the_term) == \
+        'u u u <span translate="no">{name}</span> Katze'
+    guarded = Guarded(onto_the_term, occurrences(["die Matte"], target))
+    assert doc.join([target], "de", lambda i: guarded) == \
+        'u u u die Matte <span translate="no">{name}</span> Katze'
+    part = Guarded(lambda a, b: (target.index("u die"), term[1]), (term,))  # "u die Matte": keeps "u"
+    assert part.kept(*part(0, 1)) == (target.index("u die"), term[0])
+    assert Guarded(onto_the_term, ()).kept(*term) == term
 
 
 def test_overlapping_projections_still_nest():

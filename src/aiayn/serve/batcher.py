@@ -253,7 +253,8 @@ class Batcher:
         answers: list[tuple[_Text, Any]] = []
         for t in complete:
             try:
-                answers.append((t, translator.assemble(t.segments, t.nbests, search.attention)))  # type: ignore[arg-type]
+                answers.append((t, translator.assemble(t.segments, t.nbests, search.attention,  # type: ignore[arg-type]
+                                                       t.steers)))
             except Exception as e:  # noqa: BLE001 - that text's request answers 500
                 answers.append((t, e))
         return outputs, answers

@@ -13,7 +13,8 @@ to exactly what its text alone translates to), and each span of formatting is ca
 - spans stay nested as they were: a child inside its parent, siblings one after another.
 
 A span with `keep` (HTML <code>, translate="no") is written as it was: its translated words are
-replaced by its original content.
+replaced by its original content, but never words a glossary put there (`Guarded`): a kept span that
+lands on them gives up that part, or becomes a point after them.
 """
 
 from __future__ import annotations
@@ -27,6 +28,32 @@ from aiayn.text import segment
 
 # A span of a source sentence's characters [a, b) -> the span of its translation's characters.
 Projector = Callable[[int, int], tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """A projector, and the characters of the translation that a kept span must not replace: the
+    target terms a constrained search put there (a glossary's), as [start, end) ranges."""
+
+    project: Projector
+    protected: tuple[tuple[int, int], ...] = ()
+
+    def __call__(self, a: int, b: int) -> tuple[int, int]:
+        return self.project(a, b)
+
+    def kept(self, a: int, b: int) -> tuple[int, int]:
+        """Where a kept span goes: the projected [a, b) less the protected ranges it overlaps; a point
+        after a protected range that holds all of it."""
+        for p0, p1 in sorted(self.protected):
+            if a >= b or p1 <= a or p0 >= b:
+                continue
+            if a < p0:  # it begins before the term: it keeps that part
+                b = p0
+            elif b > p1:  # it ends after the term: it keeps that part
+                a = p1
+            else:  # within the term: after it
+                a = b = p1
+        return a, b
 
 
 @dataclass
@@ -120,7 +147,15 @@ def _place(span: Span, source: tuple[str, list[tuple[int, int]]], target: tuple[
             continue
         found = _once(source_text[a:b], target_text[t0:t1])
         ta, tb = found if found is not None else projector(i)(a - s0, b - s0)
-        placed.append((t0 if a == s0 else t0 + ta, t1 if b == s1 else t0 + tb))
+        ta, tb = 0 if a == s0 else ta, t1 - t0 if b == s1 else tb  # a sentence's end stays its end
+        project = projector(i)
+        if span.keep is not None and isinstance(project, Guarded):
+            ta, tb = project.kept(ta, tb)
+            while ta < tb and target_text[t0 + ta].isspace():  # the space left beside a term stays
+                ta += 1
+            while tb > ta and target_text[t0 + tb - 1].isspace():
+                tb -= 1
+        placed.append((t0 + ta, t0 + tb))
     if placed:
         return min(p[0] for p in placed), max(p[1] for p in placed)
     # Between sentences (or over whitespace alone): as far into the whitespace there as it was.
@@ -194,6 +229,12 @@ def token_spans(pieces: Sequence[str], text: str) -> list[tuple[int, int]] | Non
         spans.append((at, at + len(body)))
         at += len(body)
     return spans
+
+
+def occurrences(terms: Sequence[str], text: str) -> tuple[tuple[int, int], ...]:
+    """Where each of `terms` stands in `text` as whole words, every time."""
+    return tuple(m.span() for term in terms if term.strip()
+                 for m in re.finditer(rf"(?<!\w){re.escape(term.strip())}(?!\w)", text))
 
 
 def _once(words: str, text: str) -> tuple[int, int] | None:

@@ -122,9 +122,15 @@ class _Spelled:
 
 
 def _written(text: str, span: Span, escaped: _Spelled) -> str:
-    """`text` with `span` and its children around their characters."""
+    """`text` with `span` and its children around their characters. A kept span placed at a point
+    between two words of a script written with spaces gets a space on the side that has none."""
     if span.keep is not None:
-        return span.open + span.keep + span.close
+        kept = span.open + span.keep + span.close
+        if span.start == span.end:
+            before = 0 < span.start and _spaced(text[span.start - 1])
+            after = span.start < len(text) and _spaced(text[span.start])
+            kept = (" " if before else "") + kept + (" " if after and not before else "")
+        return kept
     out, at = [span.open], span.start
     for child in span.children:
         out += [escaped(at, child.start), _written(text, child, escaped)]
@@ -321,3 +327,8 @@ def _says_no(attrs: list[tuple[str, str | None]]) -> bool:
         if name == "class" and "notranslate" in (value or "").split():
             return True
     return False
+
+
+def _spaced(char: str) -> bool:
+    """Whether `char` is a letter or digit of a script written with spaces between words (not CJK)."""
+    return char.isalnum() and ord(char) < 0x2E80
