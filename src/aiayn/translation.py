@@ -520,15 +520,16 @@ class Translator:
                 best.attention = attention_view(self.model, self.tokenizer, sentence, best,
                                                 self.source_prefix, self.start)
             sentences.append(best)
-        terms = [self.tokenizer.decode(list(p)) for s in steers for p in s.phrases] if steers else []
+        terms = [[self.tokenizer.decode(list(p)) for p in s.phrases] for s in steers] if steers else None
         return whole_text(sentences, lambda hyps: self._join(segments.layout, hyps, terms))
 
-    def _join(self, layout: Layout, translations: list[Translation], terms: Sequence[str] = ()) -> str:
-        """A translation of each sentence put into the text; `terms`: target words a kept span must
-        not replace."""
+    def _join(self, layout: Layout, translations: list[Translation],
+              terms: Sequence[Sequence[str]] | None = None) -> str:
+        """A translation of each sentence put into the text; `terms`: each sentence's target words that
+        a kept span must not replace."""
         def project(i: int) -> blocks.Projector:
             projector = self._projector(layout.sentences[i], translations[i])
-            protected = blocks.occurrences(terms, translations[i].text)
+            protected = blocks.occurrences(terms[i], translations[i].text) if terms else ()
             return blocks.Guarded(projector, protected) if protected else projector
 
         return layout.join([t.text for t in translations], self.tgt_lang, project)

@@ -193,6 +193,22 @@ def test_the_rules_against_repetition_find_the_same_hypotheses_compiled_as_eager
         pytest.approx([h.score for hyps in eager for h in hyps], abs=1e-4)
 
 
+def test_sampling_goes_on_from_a_prefix_compiled_as_eagerly():
+    """A prefix in a batch that a compiled step tops up (3 sentences run as 4): the prefix rows follow
+    the batch's, the forced tokens come first, and the draws after them are the eager search's."""
+    model = one_layer_model()
+    src, limits = random_ids(3, 6, seed=8), torch.tensor([6, 6, 6])
+    prefix = torch.tensor([[9, 10], [11, -1], [-1, -1]])
+
+    def sampled(step):
+        generator = torch.Generator().manual_seed(4)
+        return [h.tokens for h in greedy_search(model, src, limits, 1.0, 0, generator, step, prefix=prefix)]
+
+    eager, compiled = sampled(None), sampled(CompiledStep(model))
+    assert compiled == eager
+    assert eager[0][:2] == [9, 10] and eager[1][0] == 11
+
+
 def test_beam_searches_of_the_same_rows_and_another_beam_size_get_steps_of_their_own():
     """8 rows are 4 sentences of beam 2, or 2 of beam 4 (the step for any count of 8 or more): the
     beam search's inputs to the step differ in shape, so each beam size has a graph of its own (a

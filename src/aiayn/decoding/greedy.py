@@ -34,6 +34,8 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
     n, steps = src.size(0), int(max_lengths.max())
     src, max_lengths, cache = step.start(src, max_lengths, capacity=steps + 1)
     b = src.size(0)
+    if prefix is not None and b > n:  # the rows a compiled step topped the batch up with: no prefix
+        prefix = torch.cat([prefix, prefix.new_full((b - n, prefix.size(1)), -1)])
     outputs = torch.full((b, steps), c.pad_id, dtype=torch.long, device=src.device)  # (B, L)
     total = torch.zeros(b, device=src.device)  # log-probability of each output so far
     active = torch.arange(b, device=src.device)  # the B' rows still decoding
@@ -42,6 +44,7 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
     done = max_lengths <= 0  # (B',)
     for position in range(steps):
         logits, normaliser = step.logits(tokens, src, cache)  # (B', V), (B', 1)
+        model_logits, model_normaliser = logits, normaliser  # a forced token's, without the rules
         if not repetition.off:
             logits = repetition.logits(logits, outputs[active, :position], c.pad_id)
             normaliser = logits.logsumexp(dim=-1, keepdim=True)
@@ -56,7 +59,8 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
         if prefix is not None and position < prefix.size(1):  # the prefix's token where it lasts
             forced = prefix[active, position]  # (B',)
             tokens = torch.where(forced >= 0, forced, tokens)
-            chosen = logits.gather(1, tokens[:, None])
+            own = model_logits.gather(1, tokens[:, None]) - model_normaliser + normaliser  # no rules
+            chosen = torch.where(forced[:, None] >= 0, own, logits.gather(1, tokens[:, None]))
         total[active] += torch.where(done, 0.0, (chosen - normaliser).squeeze(1))  # the token's log-prob
         tokens[done] = c.pad_id
         outputs[active, position] = tokens

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import json
 import os
 import statistics
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +52,7 @@ ROUNDS, CALLS = 5, 8  # rounds, each timing CALLS calls of every candidate in tu
 Shapes = tuple[tuple[int, int, int], ...]  # (in features, out features, how many) of a step's maps
 clock: Callable[[], float] = time.perf_counter  # what `time_layouts` reads (the tests give a fake one)
 _known: dict[tuple, bool] = {}  # this process's choices, by `_key`
+_shapes_of: weakref.WeakKeyDictionary[nn.Module, Shapes] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -66,7 +69,7 @@ def packed(model: nn.Module, rows: int, decoder: nn.Module | None = None) -> boo
         raise ValueError(f"AIAYN_KERNELS={forced!r}: use plain, packed or rows (unset: measured)")
     if not _packable():
         return False
-    shapes = linear_shapes(model)
+    shapes = _shapes(model)
     timed_rows = rows or REPRESENTATIVE_ROWS
     key = _key(shapes, timed_rows)
     with _lock:
@@ -152,16 +155,20 @@ def eager_packing(model: nn.Module) -> str:
         return "onednn" if forced == "packed" else "mkl"
     if not (_packable() and torch._C.has_mkl):
         return "mkl" if torch._C.has_mkl else "onednn"
-    shapes = linear_shapes(model)
+    shapes = _shapes(model)
     key = (*_key(shapes, EAGER_ROWS[0]), "eager")
     with _lock:
         if key not in _known:
             stored = _read().get(_name(key))
             if stored is None:
                 times = {"mkl": 0.0, "packed": 0.0}
-                for rows in EAGER_ROWS:
-                    for name, seconds in time_layouts(shapes, rows, tuple(times)).items():
-                        times[name] += seconds
+                try:
+                    for rows in EAGER_ROWS:
+                        for name, seconds in time_layouts(shapes, rows, tuple(times)).items():
+                            times[name] += seconds
+                except RuntimeError:  # a kernel this build lists but cannot run here: MKL, as before
+                    _known[key] = False
+                    return "mkl"
                 stored = _record(key, shapes, EAGER_ROWS[0], times["packed"] < times["mkl"], times, "eager")
             _known[key] = stored["packed"]
         return "onednn" if _known[key] else "mkl"
@@ -186,8 +193,23 @@ def _packable() -> bool:
 
 
 def _key(shapes: Shapes, rows: int) -> tuple:
-    machine = store.machine(torch.device("cpu"))
-    return (machine["features"], machine["kernels"], machine["onednn"], torch.__version__, shapes, rows)
+    machine = _machine()
+    return (machine["features"], machine["kernels"], machine["onednn"], torch.__version__,
+            torch.get_num_threads(), shapes, rows)
+
+
+@functools.cache
+def _machine() -> dict[str, str]:
+    """This CPU as the compiled steps' entries name it, read once a process (/proc/cpuinfo)."""
+    return store.machine(torch.device("cpu"))
+
+
+def _shapes(model: nn.Module) -> Shapes:
+    """`linear_shapes` of `model`, found once per model (a lone sentence's search asks each time)."""
+    found = _shapes_of.get(model)
+    if found is None:
+        found = _shapes_of[model] = linear_shapes(model)
+    return found
 
 
 def _name(key: tuple) -> str:
@@ -198,7 +220,10 @@ def _stored_or_measured(key: tuple, shapes: Shapes, rows: int) -> bool:
     stored = _read().get(_name(key))
     if stored is not None:
         return bool(stored["packed"])
-    times = time_layouts(shapes, rows)
+    try:
+        times = time_layouts(shapes, rows)
+    except RuntimeError:  # a kernel this build lists but cannot run here: plain, as before
+        return False
     return _record(key, shapes, rows, times["packed"] < times["plain"], times, "compiled")["packed"]
 
 

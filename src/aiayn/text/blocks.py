@@ -67,6 +67,7 @@ class Span:
     close: str = ""  # written after it (the end tag)
     keep: str | None = None  # written instead of its text, untranslated (HTML: its raw content)
     data: Any = None  # the format's own object (a Word run)
+    spaced: bool = False  # a kept span moved off a glossary's term to a point: written as a word
     children: list[Span] = field(default_factory=list)
 
 
@@ -104,7 +105,7 @@ class Block:
                 projectors[i] = project(i)
             return projectors[i]
 
-        def place(span: Span) -> tuple[int, int]:
+        def place(span: Span) -> tuple[int, int, bool]:
             return _place(span, (self.text, sources), (text, targets), projector)
 
         return text, _nested(self.root, (0, len(text)), place)
@@ -132,12 +133,13 @@ def _offsets(lengths: list[int]) -> list[tuple[int, int]]:
 
 
 def _place(span: Span, source: tuple[str, list[tuple[int, int]]], target: tuple[str, list[tuple[int, int]]],
-           projector: Callable[[int], Projector]) -> tuple[int, int]:
+           projector: Callable[[int], Projector]) -> tuple[int, int, bool]:
     """Where `span` goes in the translation (source and target: the text and where its sentences
     lie): the union of its parts in each sentence it touches. Words that the translation has once,
-    as they were (a name, a number, code), are found where they are."""
+    as they were (a name, a number, code), are found where they are. -> start, end, and whether a
+    kept span moved off a term to a point (`Span.spaced`)."""
     (source_text, sources), (target_text, targets) = source, target
-    placed = []
+    placed, moved = [], False
     for i, ((s0, s1), (t0, t1)) in enumerate(zip(sources, targets, strict=True)):
         a, b = max(span.start, s0), min(span.end, s1)
         if a >= b and not (span.start == span.end and s0 < span.start < s1):
@@ -148,32 +150,34 @@ def _place(span: Span, source: tuple[str, list[tuple[int, int]]], target: tuple[
         found = _once(source_text[a:b], target_text[t0:t1])
         ta, tb = found if found is not None else projector(i)(a - s0, b - s0)
         ta, tb = 0 if a == s0 else ta, t1 - t0 if b == s1 else tb  # a sentence's end stays its end
-        project = projector(i)
-        if span.keep is not None and isinstance(project, Guarded):
+        project = projector(i) if span.keep is not None else None
+        if isinstance(project, Guarded):
+            before = (ta, tb)
             ta, tb = project.kept(ta, tb)
             while ta < tb and target_text[t0 + ta].isspace():  # the space left beside a term stays
                 ta += 1
             while tb > ta and target_text[t0 + tb - 1].isspace():
                 tb -= 1
+            moved = moved or ((ta, tb) != before and ta == tb)
         placed.append((t0 + ta, t0 + tb))
     if placed:
-        return min(p[0] for p in placed), max(p[1] for p in placed)
+        return min(p[0] for p in placed), max(p[1] for p in placed), moved
     # Between sentences (or over whitespace alone): as far into the whitespace there as it was.
     before_s, before_t = (0, 0), (0, 0)
     for (s0, s1), (t0, t1) in zip([*sources, (10**9, 10**9)], [*targets, (10**9, 10**9)], strict=True):
         if span.start <= s0:
             at = min(before_t[1] + span.start - before_s[1], t0)
-            return at, at
+            return at, at, False
         before_s, before_t = (s0, s1), (t0, t1)
-    return before_t[1], before_t[1]
+    return before_t[1], before_t[1], False
 
 
-def _nested(span: Span, bounds: tuple[int, int], place: Callable[[Span], tuple[int, int]],
+def _nested(span: Span, bounds: tuple[int, int], place: Callable[[Span], tuple[int, int, bool]],
             is_root: bool = True) -> Span:
     """`span` placed in the translation within `bounds`, its children within it, one after another
     in the order they land (a child that lands inside an earlier sibling starts where it ends)."""
     lo, hi = bounds
-    start, end = (lo, hi) if is_root else place(span)
+    start, end, spaced = (lo, hi, False) if is_root else place(span)
     start = min(max(start, lo), hi)
     end = min(max(end, start), hi)
     children, cursor = [], start
@@ -181,7 +185,7 @@ def _nested(span: Span, bounds: tuple[int, int], place: Callable[[Span], tuple[i
         placed = _nested(child, (cursor, end), place, is_root=False)
         children.append(placed)
         cursor = placed.end
-    return replace(span, start=start, end=end, children=children)
+    return replace(span, start=start, end=end, children=children, spaced=spaced)
 
 
 def aligned(source_spans: list[tuple[int, int]], target_spans: list[tuple[int, int]], links: list[int],

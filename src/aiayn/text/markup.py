@@ -122,11 +122,12 @@ class _Spelled:
 
 
 def _written(text: str, span: Span, escaped: _Spelled) -> str:
-    """`text` with `span` and its children around their characters. A kept span placed at a point
-    between two words of a script written with spaces gets a space on the side that has none."""
+    """`text` with `span` and its children around their characters. A kept span moved off a glossary's
+    term (`Span.spaced`) between two words of a script written with spaces gets a space on the side
+    that has none."""
     if span.keep is not None:
         kept = span.open + span.keep + span.close
-        if span.start == span.end:
+        if span.spaced:
             before = 0 < span.start and _spaced(text[span.start - 1])
             after = span.start < len(text) and _spaced(text[span.start])
             kept = (" " if before else "") + kept + (" " if after and not before else "")
