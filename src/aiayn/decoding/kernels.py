@@ -56,26 +56,21 @@ _shapes_of: weakref.WeakKeyDictionary[nn.Module, Shapes] = weakref.WeakKeyDictio
 _lock = threading.Lock()
 
 
-def packed(model: nn.Module, rows: int, decoder: nn.Module | None = None) -> bool:
+def packed(model: nn.Module, rows: int) -> bool:
     """Whether a compiled decoder step of `rows` rows (0: any count) packs its float weights for
     oneDNN on this machine: $AIAYN_KERNELS if set, else the faster of the two ways as timed here
     (once per machine, torch, shapes and rows; stored)."""
-    forced = os.environ.get("AIAYN_KERNELS", "").strip().lower()
-    if forced in CANDIDATES:
-        return forced == "packed"
+    forced = _forced()
     if forced == "rows":
         return rows == 0 or rows >= PACKED_FROM
     if forced:
-        raise ValueError(f"AIAYN_KERNELS={forced!r}: use plain, packed or rows (unset: measured)")
+        return forced == "packed"
     if not _packable():
         return False
     shapes = _shapes(model)
     timed_rows = rows or REPRESENTATIVE_ROWS
-    key = _key(shapes, timed_rows)
-    with _lock:
-        if key not in _known:
-            _known[key] = _stored_or_measured(key, shapes, timed_rows)
-        return _known[key]
+    return _chosen(_key(shapes, timed_rows), shapes, timed_rows, "compiled",
+                   lambda: time_layouts(shapes, timed_rows))
 
 
 def linear_shapes(model: nn.Module) -> Shapes:
@@ -148,30 +143,22 @@ def eager_packing(model: nn.Module) -> str:
     once): the faster of the two as timed here on the model's maps, at a lone sentence's beam (4 rows)
     and a batch's (128) together; stored as the compiled steps' choices are. $AIAYN_KERNELS: packed
     means onednn, plain and rows mkl."""
-    forced = os.environ.get("AIAYN_KERNELS", "").strip().lower()
+    forced = _forced()
     if forced:
-        if forced not in (*CANDIDATES, "rows"):
-            raise ValueError(f"AIAYN_KERNELS={forced!r}: use plain, packed or rows (unset: measured)")
         return "onednn" if forced == "packed" else "mkl"
     if not (_packable() and torch._C.has_mkl):
         return "mkl" if torch._C.has_mkl else "onednn"
     shapes = _shapes(model)
+
+    def measure() -> dict[str, float]:
+        times = {"mkl": 0.0, "packed": 0.0}
+        for rows in EAGER_ROWS:
+            for name, seconds in time_layouts(shapes, rows, tuple(times)).items():
+                times[name] += seconds
+        return times
+
     key = (*_key(shapes, EAGER_ROWS[0]), "eager")
-    with _lock:
-        if key not in _known:
-            stored = _read().get(_name(key))
-            if stored is None:
-                times = {"mkl": 0.0, "packed": 0.0}
-                try:
-                    for rows in EAGER_ROWS:
-                        for name, seconds in time_layouts(shapes, rows, tuple(times)).items():
-                            times[name] += seconds
-                except RuntimeError:  # a kernel this build lists but cannot run here: MKL, as before
-                    _known[key] = False
-                    return "mkl"
-                stored = _record(key, shapes, EAGER_ROWS[0], times["packed"] < times["mkl"], times, "eager")
-            _known[key] = stored["packed"]
-        return "onednn" if _known[key] else "mkl"
+    return "onednn" if _chosen(key, shapes, EAGER_ROWS[0], "eager", measure) else "mkl"
 
 
 def choices() -> list[dict[str, Any]]:
@@ -216,15 +203,32 @@ def _name(key: tuple) -> str:
     return json.dumps(key, separators=(",", ":"))
 
 
-def _stored_or_measured(key: tuple, shapes: Shapes, rows: int) -> bool:
-    stored = _read().get(_name(key))
-    if stored is not None:
-        return bool(stored["packed"])
-    try:
-        times = time_layouts(shapes, rows)
-    except RuntimeError:  # a kernel this build lists but cannot run here: plain, as before
-        return False
-    return _record(key, shapes, rows, times["packed"] < times["plain"], times, "compiled")["packed"]
+def _forced() -> str:
+    """$AIAYN_KERNELS: plain, packed or rows; "" when unset (the choice is timed)."""
+    forced = os.environ.get("AIAYN_KERNELS", "").strip().lower()
+    if forced and forced not in (*CANDIDATES, "rows"):
+        raise ValueError(f"AIAYN_KERNELS={forced!r}: use plain, packed or rows (unset: measured)")
+    return forced
+
+
+def _chosen(key: tuple, shapes: Shapes, rows: int, path: str, measure: Callable[[], dict[str, float]]
+            ) -> bool:
+    """Whether packed for oneDNN beats the other candidate `measure` times (plain for the compiled
+    steps, MKL for the eager path): known in this process, else stored, else timed now and stored. A
+    kernel this build lists but cannot run here keeps what was used before (not packed)."""
+    with _lock:
+        if key not in _known:
+            stored = _read().get(_name(key))
+            if stored is None:
+                try:
+                    times = measure()
+                except RuntimeError:
+                    _known[key] = False
+                    return False
+                other = min(t for name, t in times.items() if name != "packed")
+                stored = _record(key, shapes, rows, times["packed"] < other, times, path)
+            _known[key] = bool(stored["packed"])
+        return _known[key]
 
 
 def _record(key: tuple, shapes: Shapes, rows: int, choice: bool, times: dict[str, float], path: str
