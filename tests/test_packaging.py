@@ -52,5 +52,6 @@ def test_the_command_line_imports_with_only_the_declared_dependencies():
     allowed = _closure([_name(r) for r in project["dependencies"]]) | {"aiayn"}
     blocked = sorted(module for module, owners in metadata.packages_distributions().items()
                      if not any(d.lower().replace("_", "-") in allowed for d in owners))
-    done = subprocess.run([sys.executable, "-c", BLOCKING, json.dumps(blocked)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", BLOCKING, json.dumps(blocked)], capture_output=True,
+                          text=True)
     assert done.returncode == 0, f"aiayn needs a package pyproject.toml does not list: {done.stderr[-600:]}"

@@ -227,6 +227,33 @@ def test_a_text_of_several_sentences_adds_up_its_sentences(reverser):
     assert [s.attention.sentence for s in with_maps.sentences] == VALID[:2]
 
 
+def forced_log_probs(translator, sentence, tokens):
+    """The model's log-probability of each of `tokens` then eos after `sentence`, by one decoder run."""
+    model, tok = translator.model, translator.tokenizer
+    src = torch.tensor([tok.encode([sentence])[0] + [tok.eos_id]])
+    tgt = torch.tensor([[model.config.bos_id, *tokens]])
+    with torch.no_grad():
+        log_probs = model.log_probs(model.decode(tgt, model.encode(src), src))[0]  # (len + 1, V)
+    return [log_probs[i, t].item() for i, t in enumerate([*tokens, tok.eos_id])]
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_confidence_is_the_log_probability_per_token_of_what_was_found(reverser, beam_size):
+    """Checked against the model's own log-probabilities of the output, computed apart from the search;
+    a text of several sentences pools their tokens; a text without words has none."""
+    first, second = reverser.translate(VALID[:2], beam_size=beam_size)
+    for sentence, t in ((VALID[0], first), (VALID[1], second)):
+        forced = forced_log_probs(reverser, sentence, t.tokens)
+        assert t.confidence == pytest.approx(sum(forced) / len(forced), abs=1e-4)
+        assert t.confidence < 0
+    whole, = reverser.translate([f"{VALID[0]} \n{VALID[1]}"], beam_size=beam_size)
+    both = [*forced_log_probs(reverser, VALID[0], first.tokens),
+            *forced_log_probs(reverser, VALID[1], second.tokens)]
+    assert whole.confidence == pytest.approx(sum(both) / len(both), abs=1e-4)
+    assert [s.confidence for s in whole.sentences] == pytest.approx([first.confidence, second.confidence])
+    assert reverser.translate([" \n "])[0].confidence is None
+
+
 def test_whitespace_around_a_text_is_kept_and_a_text_without_words_is_empty(reverser):
     assert [t.text for t in reverser.translate(["  a b c \n", "", " \n "])] == ["  c b a \n", "", ""]
     assert reverser.translate(["a b c"])[0].sentences == []

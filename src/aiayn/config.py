@@ -382,8 +382,8 @@ class ServeConfig:
                                         "max_len)", bounds=">= 1")
     max_body_bytes: int = _opt(1 << 20, "bytes of a request body at most, a file's upload included (413 "
                                         "beyond)", bounds=">= 1")
-    max_file_bytes: int = _opt(16 << 20, "bytes of a .docx file unpacked at most (a Word file is a zip "
-                                         "archive)", bounds=">= 1")
+    max_file_bytes: int = _opt(16 << 20, "bytes of a .docx, .pptx, .odt, .odp or .epub file unpacked at most "
+                                         "(each is a zip archive)", bounds=">= 1")
     max_file_tokens: int = _opt(100_000, "source tokens of one file at most", bounds=">= 1")
     prep_threads: int = _opt(2, "threads that prepare texts and files (cutting into sentences, tokenising, "
                                 "detecting languages, reading and writing files) beside the event loop and "

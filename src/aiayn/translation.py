@@ -547,7 +547,7 @@ class Translator:
         return blocks.proportional(len(sentence), translation.text)
 
     def translate_file(self, data: bytes, name: str, *, progress: bool = False, **options: Any) -> bytes:
-        """A .txt, .html, .srt or .docx file (its kind from `name`) translated with its structure
+        """A file of a kind in `documents.KINDS` (from `name`) translated with its structure
         (text/documents.py); raises DocumentError for other kinds and broken files."""
         document = documents.read(data, name)
         options["format"] = document.format
@@ -592,7 +592,7 @@ def whole_text(sentences: list[Translation], join: Callable[[list[Translation]],
     def kth(k: int) -> Translation:
         hyps = [r[min(k, len(r) - 1)] for r in ranked]
         return Translation(join(hyps), sum(h.score for h in hyps), sum(h.log_prob for h in hyps),
-                           [t for h in hyps for t in h.tokens])
+                           [t for h in hyps for t in h.tokens], confidence=Translation.pooled(hyps))
 
     best = kth(0)
     best.alternatives = [kth(k) for k in range(1, max(len(r) for r in ranked))]

@@ -27,6 +27,8 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
     ("bpe_dropout.py", ["| 0.1 |"]),
     # a barely trained model's loops under each setting of the rules against them
     ("repetition.py", ["| 1 | 0 |", "| 1 | 3 |", "| 1.2 | 0 |"]),
+    # a barely trained model's confidence against each sentence's chrF
+    ("confidence.py", ["/smoke | 40 |"]),
 ])
 def test_benchmark_smoke_mode_runs(script, expect):
     done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--smoke"], capture_output=True,

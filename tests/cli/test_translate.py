@@ -71,6 +71,26 @@ def test_a_line_break_in_a_translation_cannot_split_its_line():
     assert out.getvalue() == "two lines \n1 |||  ||| 0.0000\n1 ||| a b ||| -1.0000\n"
 
 
+def test_scores_add_each_translations_confidence(trained_run, monkeypatch):
+    from aiayn.translation import load_translator
+
+    lines = ["a b c", "", "d e f g"]
+    translator = load_translator(trained_run)
+    expected = translator.translate(lines, beam_size=1)
+    data = "".join(f"{x}\n" for x in lines).encode()
+    code, stdout = translate_stdin(trained_run, monkeypatch, data, "--scores")
+    rows = [line.split("\t") for line in stdout.getvalue().splitlines()]
+    assert code == 0 and [r[0] for r in rows] == [t.text for t in expected]
+    assert rows[1][1] == "-" and [float(rows[i][1]) for i in (0, 2)] == pytest.approx(
+        [expected[i].confidence for i in (0, 2)], abs=1e-4)
+    code, stdout = translate_stdin(trained_run, monkeypatch, b"a b c\n", "--scores", "--nbest", "2",
+                                   "--beam-size", "2")
+    fields = [line.split(" ||| ") for line in stdout.getvalue().splitlines()]
+    best = translator.translate(lines[:1], beam_size=2, nbest=2)[0]
+    assert [float(f[3]) for f in fields] == pytest.approx(
+        [t.confidence for t in (best, *best.alternatives)], abs=1e-4)
+
+
 def test_stdin_is_decoded_like_a_file(trained_run, monkeypatch, capsys):
     """Problem 8: invalid UTF-8 on stdin gave a TypeError, and CRLF endings were kept."""
     code, stdout = translate_stdin(trained_run, monkeypatch, b"a b c\r\nd e\r\n")

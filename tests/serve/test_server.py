@@ -49,6 +49,34 @@ def test_translations_are_those_of_the_translator(server, en_de):
     assert [t["text"] for t in one] == [expected[0].text]
 
 
+def test_each_translation_comes_with_its_confidence(server, en_de):
+    """/v1 always answers it (per text, alternative and sentence); LibreTranslate's /translate on
+    request (JSON or form), its answer otherwise LibreTranslate's own."""
+    texts = [SENTENCES[0], f"{SENTENCES[1]}\n{SENTENCES[2]}"]
+    expected = en_de.translate(texts, beam_size=4, nbest=2)
+    got = post(server, "/v1/translate", text=texts, source="en", target="de", nbest=2, beam_size=4).json()
+    got = got["translations"]
+    assert [t["confidence"] for t in got] == pytest.approx([t.confidence for t in expected], abs=1e-4)
+    assert [a["confidence"] for a in got[0]["alternatives"]] == pytest.approx(
+        [a.confidence for a in expected[0].alternatives], abs=1e-4)
+    assert [s["confidence"] for s in got[1]["sentences"]] == pytest.approx(
+        [s.confidence for s in expected[1].sentences], abs=1e-4)
+    one = en_de.translate(texts[:1])[0]
+    lt = post(server, "/translate", q=texts[0], source="en", target="de", confidence=True).json()
+    assert lt == {"translatedText": one.text, "confidence": pytest.approx(one.confidence, abs=1e-4)}
+    listed = post(server, "/translate", q=texts, source="en", target="de", confidence=True).json()
+    assert len(listed["confidence"]) == 2 and listed["confidence"][0] == lt["confidence"]
+    form = httpx.post(f"{server}/translate", data={"q": texts[0], "source": "en", "target": "de",
+                                                   "confidence": "true"}).json()
+    assert form == lt
+    plain = httpx.post(f"{server}/translate", data={"q": texts[0], "source": "en", "target": "de",
+                                                    "confidence": "0"}).json()
+    assert plain == {"translatedText": one.text}
+    bad = post(server, "/translate", q=texts[0], source="en", target="de", confidence="perhaps")
+    assert bad.status_code == 400 and bad.json() == {"error": "Invalid request: confidence parameter is not "
+                                                              "true or false"}
+
+
 def test_concurrent_requests_share_searches_and_get_what_they_would_alone(server, en_de):
     """Batch invariance: each sentence, sent on its own by one of many concurrent clients, gets the
     translation that the offline translator gives it among all the others."""
@@ -191,7 +219,7 @@ def test_files_translate_and_download_with_their_structure(server, en_de):
             assert [p.text for p in out.paragraphs] == each
             assert out.paragraphs[0].style.name == "Heading 1"
     refused = httpx.post(f"{server}/translate_file", data={"source": "en", "target": "de"},
-                         files={"file": ("slides.pptx", b"x")})
+                         files={"file": ("slides.key", b"x")})
     assert refused.status_code == 400
     assert refused.json() == {"error": "Invalid request: file format not supported"}
     broken = httpx.post(f"{server}/translate_file", data={"source": "en", "target": "de"},
@@ -202,6 +230,49 @@ def test_files_translate_and_download_with_their_structure(server, en_de):
     assert httpx.get(f"{server}/download_file/nothing.txt").status_code == 404
     settings = httpx.get(f"{server}/frontend/settings").json()
     assert settings["filesTranslation"] and ".docx" in settings["supportedFilesFormat"]
+
+
+def test_slides_opendocuments_and_ebooks_translate_and_download(server, en_de):
+    """/translate_file with the kinds LibreTranslate's argos-translate-files takes beside Word's: each
+    comes back as a file its library opens, a one-sentence paragraph translated as the translator
+    translates the sentence; settings list them; a bomb is refused with 400 before it is unpacked."""
+    pytest.importorskip("pptx")
+    pytest.importorskip("odf")
+    import io
+
+    from pptx import Presentation
+
+    from tests.text.test_office import epub_file, opendocument_presentation, opendocument_text, slides_file
+
+    alone = en_de.translate(["A dog runs."])[0].text
+
+    def download(name, data):
+        answer = httpx.post(f"{server}/translate_file", data={"source": "en", "target": "de"},
+                            files={"file": (name, data)}, timeout=HANG_S)
+        assert answer.status_code == 200, answer.text
+        return httpx.get(answer.json()["translatedFileUrl"]).content
+
+    deck = Presentation(io.BytesIO(download("talk.pptx", slides_file())))
+    assert deck.slides[0].shapes.title.text == alone
+    from odf import teletype, text
+    from odf.opendocument import load
+
+    heading, = load(io.BytesIO(download("report.odt", opendocument_text()))).getElementsByType(text.H)
+    assert teletype.extractText(heading) == alone
+    first = load(io.BytesIO(download("talk.odp", opendocument_presentation()))).getElementsByType(text.P)[0]
+    assert teletype.extractText(first) == alone
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(download("book.epub", epub_file()))) as book:
+        assert f"<h1>{alone}</h1>".encode() in book.read("OEBPS/Text/chapter 1.xhtml")
+    settings = httpx.get(f"{server}/frontend/settings").json()
+    assert {".pptx", ".odt", ".odp", ".epub"} <= set(settings["supportedFilesFormat"])
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("content.xml", b"<" + b" " * 40_000_000 + b">")
+    refused = httpx.post(f"{server}/translate_file", data={"source": "en", "target": "de"},
+                         files={"file": ("bomb.odt", bomb.getvalue())}, timeout=HANG_S)
+    assert refused.status_code == 400 and "bomb.odt: 40,000,002 bytes unpacked" in refused.json()["error"]
 
 
 @pytest.mark.parametrize("name, fallback", [

@@ -85,15 +85,16 @@ def test_a_word_file_keeps_paragraph_styles_runs_tables_and_headers():
 
 
 @pytest.mark.parametrize("data, name, message", [
-    (b"x", "slides.pptx", "slides.pptx: cannot translate .pptx files; the kinds are .txt, .html, .htm, "
-                          ".srt, .docx"),
+    (b"x", "slides.key", "slides.key: cannot translate .key files; the kinds are .txt, .html, .htm, "
+                         ".srt, .docx, .pptx, .odt, .odp, .epub"),
     (b"x", "README", "README: cannot translate a file without an extension; the kinds are .txt, .html, .htm, "
-                     ".srt, .docx"),
+                     ".srt, .docx, .pptx, .odt, .odp, .epub"),
     (b"fine\nnot \xff utf-8\n", "a.txt", "a.txt, line 2: not UTF-8 text (invalid start byte)"),
     (b"1\n00:00:01,000 --> 00:00:02,000\nHi.\n\nHello\nthere\n", "a.srt",
      "a.srt, line 5: not a subtitle cue (a number, then a timing line such as 00:00:01,000 --> "
      "00:00:02,500)"),
-    (b"PK not a zip", "a.docx", "a.docx: not a Word .docx file (BadZipFile: File is not a zip file)"),
+    (b"PK not a zip", "a.docx", "a.docx: not a Word .docx file (not a whole zip archive: File is not a zip "
+                                "file)"),
 ])
 def test_files_that_cannot_be_translated_get_one_line_errors(data, name, message):
     with pytest.raises(DocumentError) as e:

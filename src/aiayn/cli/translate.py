@@ -28,17 +28,19 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                     "a sentence longer than the model takes is cut at its best boundaries. Writes one "
                     "line per input line (an empty line gives an empty line); with --nbest N > 1, N "
                     "lines per input in the Moses format: INDEX ||| TEXT ||| SCORE. An --input file "
-                    "ending in .html, .htm, .srt or .docx is translated as a whole, its structure kept "
-                    "(markup; cue numbers and timings; paragraph styles, runs and tables).")
+                    "ending in .html, .htm, .srt, .docx, .pptx, .odt, .odp or .epub is translated as a "
+                    "whole, its structure kept (markup; cue numbers and timings; paragraph styles, runs, "
+                    "tables, slides and notes; chapters and the table of contents).")
     p.add_argument("checkpoint", help="checkpoint directory, run directory (its newest checkpoint), "
                                       "Marian directory, or CTranslate2 export (with --engine ctranslate2)")
     p.add_argument("sentences", nargs="*", help="texts to translate (default: read lines)")
     p.add_argument("--input", "-i", metavar="FILE", help="file to translate: one text per line, UTF-8, "
-                                                         "plain or .gz; or a .html, .htm, .srt or .docx "
-                                                         "file (default: standard input)")
+                                                         "plain or .gz; or a .html, .htm, .srt, .docx, "
+                                                         ".pptx, .odt, .odp or .epub file (default: "
+                                                         "standard input)")
     p.add_argument("--output", "-o", metavar="FILE",
-                   help="where to write translations (default: standard output; for a .docx input, "
-                        "INPUT-STEM.TARGET.docx beside it)")
+                   help="where to write translations (default: standard output; for a .docx, .pptx, "
+                        ".odt, .odp or .epub input, INPUT-STEM.TARGET.EXT beside it)")
     p.add_argument("--constraints", action="store_true",
                    help="each input line is a sentence, then TAB-separated phrases its translation must "
                         "contain (fairseq's form: SOURCE<TAB>PHRASE<TAB>PHRASE); lines are not split "
@@ -49,6 +51,10 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--keep", metavar="REGEX",
                    help="spans of plain text that match this regular expression (placeholders such as "
                         "'\\{[^}]*\\}', code, names) come back as they are, where their words land")
+    p.add_argument("--scores", action="store_true",
+                   help="after each translation, a tab and its confidence: the model's log-probability "
+                        "per token, 0 for certain, below about -1 doubtful (docs/text.md); with --nbest "
+                        "or --alternatives, a fourth field")
     p.add_argument("--glossary", metavar="FILE",
                    help="a glossary, SOURCE TERM<TAB>TARGET TERM per line, or a TBX termbase (.tbx): every "
                         "term found in a sentence (whole words, the file's case) is translated as the file "
@@ -86,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         for i, translation in enumerate(translator.translate_stream(lines, chunk=chunk, progress=True,
                                                                     glossary=glossary, prefix=args.prefix,
                                                                     keep=keep)):
-            write_translation(out, i, translation, nbest)
+            write_translation(out, i, translation, nbest, args.scores)
             out.flush()
     finally:
         if args.output:
@@ -94,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-WHOLE_FILES = (".html", ".htm", ".srt", ".docx")
+WHOLE_FILES = tuple(k for k in documents.KINDS if k != ".txt")  # translated as a whole
+BINARY_FILES = (".docx", ".pptx", ".odt", ".odp", ".epub")  # written beside the input, not to stdout
 LONG_INPUT = 40_000  # lines of an --input file from which compiling the decoder step repays itself,
 # for a model not compiled before: compiling a beam search's steps takes tens of seconds once, and
 # saves about a millisecond a sentence (benchmarks/detail/decode_speed.md, "When compiling repays")
@@ -136,8 +143,8 @@ def _translate_file(args: argparse.Namespace) -> int:
     source = Path(args.input)
     if not source.is_file():
         raise DataError(f"{source}: no such file")
-    if args.constraints or args.prefix:
-        flag = "--constraints" if args.constraints else "--prefix"
+    if args.constraints or args.prefix or args.scores:
+        flag = "--constraints" if args.constraints else "--prefix" if args.prefix else "--scores"
         raise DataError(f"{source}: {flag} applies to lines of text, not to a {source.suffix} file")
     data = source.read_bytes()
     documents.read(data, str(source))  # a broken file fails before the model loads
@@ -145,8 +152,9 @@ def _translate_file(args: argparse.Namespace) -> int:
     translator = translator_for(args)
     glossary = terms.towards(translator.src_lang, translator.tgt_lang) if terms else None
     out = translator.translate_file(data, str(source), progress=True, glossary=glossary)
-    if args.output or source.suffix.lower() == ".docx":
-        target = Path(args.output) if args.output else source.with_suffix(f".{translator.tgt_lang}.docx")
+    suffix = source.suffix.lower()
+    if args.output or suffix in BINARY_FILES:
+        target = Path(args.output) if args.output else source.with_suffix(f".{translator.tgt_lang}{suffix}")
         check_writable(target)
         write_atomically(target, out)
         print(f"wrote {target}", file=sys.stderr)
@@ -166,14 +174,22 @@ def _lines(args: argparse.Namespace) -> tuple[Iterable[str], int]:
     return decode_lines(sys.stdin.buffer, "<stdin>"), 1 if sys.stdin.isatty() else CHUNK
 
 
-def write_translation(out: TextIO, index: int, translation: Translation, nbest: int) -> None:
-    """One line (INDEX ||| TEXT ||| SCORE lines with nbest > 1). A line break that a model spells out
-    with byte pieces becomes a space, so lines stay aligned with the input."""
+def write_translation(out: TextIO, index: int, translation: Translation, nbest: int,
+                      scores: bool = False) -> None:
+    """One line (INDEX ||| TEXT ||| SCORE lines with nbest > 1), with `scores` the confidence after a
+    tab (a fourth field). A line break that a model spells out with byte pieces becomes a space, so
+    lines stay aligned with the input."""
     if nbest == 1:
-        out.write(one_line(translation.text) + "\n")
+        out.write(one_line(translation.text) + (f"\t{_confidence(translation)}" if scores else "") + "\n")
     else:
-        out.writelines(f"{index} ||| {one_line(t.text)} ||| {t.score:.4f}\n"
+        out.writelines(f"{index} ||| {one_line(t.text)} ||| {t.score:.4f}"
+                       + (f" ||| {_confidence(t)}" if scores else "") + "\n"
                        for t in [translation, *translation.alternatives])
+
+
+def _confidence(translation: Translation) -> str:
+    """The confidence as written: 4 decimals, or "-" where it is not known."""
+    return "-" if translation.confidence is None else f"{translation.confidence:.4f}"
 
 
 def one_line(text: str) -> str:

@@ -42,6 +42,24 @@ class Translation:
     # A text of several sentences: each sentence's own translation (with its alternatives and
     # attention); the fields above are then the whole text's (translation.Translator.translate).
     sentences: list[Translation] = field(default_factory=list)
+    # How sure the model is of it: its log-probability per token, the end of sentence included (0:
+    # certain; a text of several sentences: over all their tokens). None: nothing was searched (an
+    # empty text), or the engine does not say (CTranslate2).
+    confidence: float | None = None
+
+    @staticmethod
+    def pooled(parts: Sequence[Translation]) -> float | None:
+        """The confidence of `parts` taken together: their log-probabilities over their tokens."""
+        known = [p for p in parts if p.confidence is not None]
+        if not known or len(known) < len([p for p in parts if p.tokens]):
+            return None
+        return sum(p.log_prob for p in known) / sum(len(p.tokens) + 1 for p in known)
+
+
+def found(tokenizer: Tokenizer, hyp: Hypothesis) -> Translation:
+    """A search's hypothesis as a Translation."""
+    return Translation(tokenizer.decode(hyp.tokens), hyp.score, hyp.log_prob, hyp.tokens,
+                       confidence=hyp.log_prob / (len(hyp.tokens) + 1))
 
 
 def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
@@ -147,8 +165,7 @@ def _translate_ids(model: Transformer, tokenizer: Tokenizer, ids: list[list[int]
             src = pad([ids[i] + [tokenizer.eos_id] for i in batch], tokenizer.pad_id).to(device)
             steered = None if steers is None else [steers[i] for i in batch]
             for i, hyps in zip(batch, search(model, src, config, generator, steered), strict=True):
-                results[i] = [Translation(tokenizer.decode(h.tokens), h.score, h.log_prob, h.tokens)
-                              for h in hyps]
+                results[i] = [found(tokenizer, h) for h in hyps]
             bar.update(len(batch))
     return results
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aiayn.serve.errors import Problem, validation_message
 from aiayn.serve.files import attachment
-from aiayn.serve.service import Service, check_counts, glossary
+from aiayn.serve.service import Service, check_counts, confidence, glossary
 from aiayn.text import documents
 from aiayn.text.detect import LANGUAGE_NAMES
 
@@ -59,6 +59,7 @@ class LibreTranslateRequest(BaseModel):
     # aiayn's extensions against repetition loops (DecodeConfig; unset: the server's defaults)
     repetition_penalty: float | None = Field(None, gt=0)
     no_repeat_ngram_size: int | None = Field(None, ge=0)
+    confidence: bool = False  # aiayn's extension: answer each translation's confidence too
 
 
 def router(service: Service) -> APIRouter:
@@ -81,6 +82,7 @@ def _text_routes(api: APIRouter, service: Service) -> None:
         data["alternatives"] = alternatives(data.get("alternatives", 0), service.config.max_beam_size - 1)
         for name, kind in (("repetition_penalty", float), ("no_repeat_ngram_size", int)):
             data[name] = number(data.get(name), name, kind)
+        data["confidence"] = flag(data.get("confidence", False), "confidence")
         body = validated(data)
         service.admit(request, body.api_key)
         if body.format not in ("text", "html"):
@@ -103,6 +105,8 @@ def _text_routes(api: APIRouter, service: Service) -> None:
             answer["detectedLanguage"] = [language_json(*detected)] * len(texts)
         if body.alternatives:
             answer["alternatives"] = [unique([a.text for a in t.alternatives], t.text) for t in results]
+        if body.confidence:
+            answer["confidence"] = [confidence(t) for t in results]
         if isinstance(body.q, str):
             answer = {k: v[0] for k, v in answer.items()}
         return answer
@@ -121,8 +125,9 @@ def _text_routes(api: APIRouter, service: Service) -> None:
 def _file_routes(api: APIRouter, service: Service) -> None:
     """`POST /translate_file` and `GET /download_file/NAME`."""
 
-    @api.post("/translate_file", summary="LibreTranslate's translate_file: a .txt, .html, .srt or .docx "
-                                         "file (multipart: file, source, target); -> translatedFileUrl")
+    @api.post("/translate_file", summary="LibreTranslate's translate_file: a .txt, .html, .srt, .docx, "
+                                         ".pptx, .odt, .odp or .epub file (multipart: file, source, "
+                                         "target); -> translatedFileUrl")
     async def translate_file(request: Request) -> dict[str, Any]:
         deadline = asyncio.get_running_loop().time() + service.config.file_timeout  # the whole file's
         form = await request.form()
@@ -245,6 +250,15 @@ def number(value: Any, name: str, kind: type) -> Any:
         return kind(value)
     except ValueError:
         raise Problem(400, f"Invalid request: {name} parameter is not a number") from None
+
+
+def flag(value: Any, name: str) -> bool:
+    """An extension's yes or no: a JSON boolean, or a form's text true/false, 1/0, yes/no."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "false", "0", "no", ""):
+        return value.strip().lower() in ("true", "1", "yes")
+    raise Problem(400, f"Invalid request: {name} parameter is not true or false")
 
 
 def unique(texts: list[str], translation: str) -> list[str]:

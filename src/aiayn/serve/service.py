@@ -266,6 +266,12 @@ def glossary(entries: dict[str, str] | None) -> Glossary | None:
         raise Problem(422, str(e)) from None
 
 
+def confidence(t: Translation) -> float | None:
+    """A translation's confidence as answered: its log-probability per token, to 4 places (None:
+    the engine does not say)."""
+    return None if t.confidence is None else round(t.confidence, 4)
+
+
 def at_most(field: str, value: int, most: int) -> None:
     """A request's `field` may not ask for more than the server allows: 422 naming the field."""
     if value > most:

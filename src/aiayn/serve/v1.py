@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from aiayn.serve.errors import Problem
-from aiayn.serve.service import Service, at_most, check_counts, glossary
+from aiayn.serve.service import Service, at_most, check_counts, confidence, glossary
 from aiayn.translation import AttentionView, Translation
 
 
@@ -108,11 +108,13 @@ def router(service: Service) -> APIRouter:
 
 
 def translation_json(t: Translation, attention: bool = False) -> dict[str, Any]:
-    """A text's translation: text, score, log-probability and alternatives; with `attention`, its
+    """A text's translation: text, score, log-probability, confidence (log-probability per token; null
+    where the engine does not say) and alternatives; with `attention`, its
     attention (None for a text without words); a text of several sentences also lists each one's
     (with its own attention: the text's is then None)."""
     def one(t: Translation) -> dict[str, Any]:
-        return {"text": t.text, "score": t.score, "log_prob": t.log_prob}
+        return {"text": t.text, "score": t.score, "log_prob": t.log_prob,
+                "confidence": confidence(t)}
 
     item = {**one(t), "alternatives": [one(a) for a in t.alternatives]}
     if attention:

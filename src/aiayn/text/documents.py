@@ -1,4 +1,4 @@
-"""Files translated with their structure: .txt, .html, .srt and .docx.
+"""Files translated with their structure: .txt, .html, .srt, .docx, .pptx, .odt, .odp and .epub.
 
 Each kind of file is read into the texts a Translator takes (and the format they are in), and
 written back around their translations:
@@ -13,32 +13,27 @@ written back around their translations:
 - .html, .htm: the whole page is one HTML text (text/markup.py).
 - .srt: each cue's text, its lines taken as one text; its number and timing kept, and its
   translation wrapped into as many lines as the cue had.
-- .docx: each paragraph (in the body, tables, content controls, text boxes, headers, footers,
-  footnotes and endnotes; tracked insertions included, deletions left as they are) is a text, its
-  runs written as HTML spans so that each run's formatting stays on the words that belong to it
-  (the machinery of HTML's inline tags); runs with the same formatting are merged first, and runs
-  holding anything but text (pictures, fields) are kept as they are. Needs python-docx.
+- .docx (text/word.py), .pptx (text/slides.py), .odt and .odp (text/opendocument.py): each
+  paragraph is a text, its formatted runs carried as HTML spans (text/runs.py).
+- .epub (text/epub.py): each XHTML document through the HTML path; titles and the table of contents.
+
+The zip-based kinds are checked before they are unpacked (text/archive.py): their size unpacked
+(`max_unpacked`), and XML that declares entities is refused.
 """
 
 from __future__ import annotations
 
-import html
-import io
 import re
-import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from pathlib import PurePath
-from typing import Any
 
-from aiayn.errors import AiaynError
+from aiayn.text.archive import DocumentError, check_unpacked
 
-KINDS = {".txt": "txt", ".html": "html", ".htm": "html", ".srt": "srt", ".docx": "docx"}
-
-
-class DocumentError(AiaynError, ValueError):
-    """A file that cannot be translated: its kind, or what is wrong with it and where."""
+KINDS = {".txt": "txt", ".html": "html", ".htm": "html", ".srt": "srt", ".docx": "docx", ".pptx": "pptx",
+         ".odt": "odf", ".odp": "odf", ".epub": "epub"}
+ARCHIVES = ("docx", "pptx", "odf", "epub")  # the kinds that are zip archives
+__all__ = ["KINDS", "Document", "DocumentError", "kind", "read"]
 
 
 @dataclass
@@ -51,7 +46,7 @@ class Document:
 
 
 def kind(name: str) -> str:
-    """The kind of file `name` is, from its extension."""
+    """The kind of file `name` is, from its extension (in any case)."""
     suffix = PurePath(name).suffix.lower()
     if suffix not in KINDS:
         what = f"{suffix} files" if suffix else "a file without an extension"
@@ -60,31 +55,22 @@ def kind(name: str) -> str:
 
 
 def read(data: bytes, name: str, max_unpacked: int | None = None) -> Document:
-    """The file `name` (its kind from its extension) holding `data`; a .docx file that would unpack
-    to more than `max_unpacked` bytes is refused before it is unpacked."""
+    """The file `name` (its kind from its extension) holding `data`; a zip-based file that would
+    unpack to more than `max_unpacked` bytes is refused before it is unpacked."""
     which = kind(name)
-    if which == "docx":
+    if which in ARCHIVES:
+        from aiayn.text import epub, opendocument, slides, word  # they build on Document
+
         if max_unpacked is not None:
-            _check_unpacked(data, name, max_unpacked)
-        return _docx(data, name)
+            check_unpacked(data, name, max_unpacked)
+        reader = {"docx": word.read, "pptx": slides.read, "odf": opendocument.read, "epub": epub.read}[which]
+        return reader(data, name)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[:e.start].count(b"\n") + 1
         raise DocumentError(f"{name}, line {line}: not UTF-8 text ({e.reason})") from None
     return {"txt": _txt, "html": _html, "srt": _srt}[which](text, name)
-
-
-def _check_unpacked(data: bytes, name: str, most: int) -> None:
-    """A zip archive's members add up to at most `most` bytes unpacked, as its directory says (a
-    member that unpacks to more than it says is cut there by zipfile, and then fails its checksum)."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            size = sum(member.file_size for member in archive.infolist())
-    except (zipfile.BadZipFile, OSError, ValueError):
-        return  # not a zip archive: `_docx` says what is wrong with it
-    if size > most:
-        raise DocumentError(f"{name}: {size:,} bytes unpacked; this server unpacks at most {most:,}")
 
 
 def _lines(text: str) -> list[str]:
@@ -170,128 +156,3 @@ def _wrap(text: str, lines: int) -> list[str]:
         middle = (low + high) // 2
         low, high = (low, middle) if len(filled(middle)) <= lines else (middle + 1, high)
     return filled(low)
-
-
-# The parts of a Word file that hold text to translate: the body, headers, footers, footnotes and
-# endnotes (python-docx reads the last two as plain XML parts once told they are XML).
-_STORIES = {f"application/vnd.openxmlformats-officedocument.wordprocessingml.{kind}+xml"
-            for kind in ("document.main", "header", "footer", "footnotes", "endnotes")}
-_NOTES = [f"application/vnd.openxmlformats-officedocument.wordprocessingml.{kind}+xml"
-          for kind in ("footnotes", "endnotes")]
-
-
-def _docx(data: bytes, name: str) -> Document:
-    try:
-        import docx
-        from docx.opc.part import PartFactory, XmlPart
-    except ImportError:
-        raise DocumentError(f"{name}: .docx files need python-docx: pip install 'aiayn[files]'") from None
-    for content_type in _NOTES:
-        PartFactory.part_type_for.setdefault(content_type, XmlPart)
-    try:
-        book = docx.Document(io.BytesIO(data))
-    except Exception as e:  # python-docx raises zipfile, lxml and its own errors
-        raise DocumentError(f"{name}: not a Word .docx file ({type(e).__name__}: {e})") from None
-    runs = [rs for rs in map(_text_runs, _paragraphs(book)) if "".join(r.text for r in rs).strip()]
-    texts = ["".join(f'<span id="{i}">{html.escape(r.text, quote=False)}</span>' for i, r in enumerate(rs))
-             for rs in runs]
-
-    def write(translations: Sequence[str]) -> bytes:
-        for rs, translation in zip(runs, translations, strict=True):
-            for run, text in zip(rs, _span_texts(translation, [r.text for r in rs]), strict=True):
-                run.text = text
-        out = io.BytesIO()
-        book.save(out)
-        return out.getvalue()
-
-    return Document(texts, "html", write)
-
-
-def _paragraphs(book: Any) -> list[Any]:
-    """Every paragraph of the body, headers, footers, footnotes and endnotes, wherever it is: in
-    tables, content controls (w:sdt) and text boxes too."""
-    from docx.oxml.ns import qn
-    from docx.text.paragraph import Paragraph
-
-    return [Paragraph(p, part) for part in book.part.package.iter_parts() if part.content_type in _STORIES
-            for p in part.element.iter(qn("w:p"))]
-
-
-def _text_runs(paragraph: Any) -> list[Any]:
-    """A paragraph's runs that hold only text, neighbours with the same formatting (in the same
-    element: a tracked insertion stays one) merged into the first of them (the others emptied)."""
-    runs, last = [], None
-    for run in _all_runs(paragraph):
-        if any(child.tag.rsplit("}", 1)[-1] not in ("rPr", "t", "tab", "br", "cr")
-               for child in run._r):
-            last = None  # a picture or a field: kept, and it separates the runs around it
-            continue
-        rpr = run._r.rPr
-        form = (rpr.xml if rpr is not None else "", run._r.getparent())
-        if runs and form == last:
-            text = run.text
-            run.text = ""
-            runs[-1].text += text
-        else:
-            runs.append(run)
-        last = form
-    return runs
-
-
-def _all_runs(paragraph: Any) -> list[Any]:
-    """The paragraph's own runs in order: in hyperlinks, tracked insertions (w:ins) and inline
-    content controls too; not those of deleted text, nor of paragraphs inside it (a text box's)."""
-    from docx.oxml.ns import qn
-    from docx.text.run import Run
-
-    p, runs = paragraph._p, []
-    skipped = {qn("w:del"), qn("w:moveFrom")}
-    for r in p.iter(qn("w:r")):
-        parent = r.getparent()
-        while parent is not None and parent is not p and parent.tag not in skipped | {qn("w:p")}:
-            parent = parent.getparent()
-        if parent is p:
-            runs.append(Run(r, paragraph))
-    return runs
-
-
-def _span_texts(translated: str, sources: list[str]) -> list[str]:
-    """The text of each span <span id="i"> in `translated` HTML (`sources`: the spans' texts before
-    translation). Text outside every span (the space between them), and that of a span without a
-    word, goes to a neighbouring span with a word: the one before it if that one ended with a space
-    in the source and the one after did not start with one, else the one after (if any)."""
-    n = len(sources)
-    pieces: list[tuple[int | None, str]] = []  # (span, text) in order; None: outside every span
-
-    class Spans(HTMLParser):
-        current: int | None = None
-
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            ids = [v for k, v in attrs if k == "id" and v is not None and v.isdigit() and int(v) < n]
-            if tag == "span" and ids:
-                self.current = int(ids[0])
-
-        def handle_endtag(self, tag: str) -> None:
-            if tag == "span":
-                self.current = None
-
-        def handle_data(self, data: str) -> None:
-            pieces.append((self.current, data))
-
-    reader = Spans(convert_charrefs=True)
-    reader.feed(translated)
-    reader.close()
-    worded = {i for i in range(n) if "".join(t for j, t in pieces if j == i).strip()}
-    texts, floating, last = [""] * n, "", None
-    for span, text in pieces:
-        if span not in worded:
-            floating += text
-            continue
-        if last is not None and sources[last][-1:].isspace() and not sources[span][:1].isspace():
-            texts[last] += floating
-        else:
-            texts[span] += floating
-        texts[span] += text
-        floating, last = "", span
-    texts[last if last is not None else 0] += floating
-    return texts
