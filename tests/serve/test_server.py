@@ -242,7 +242,7 @@ def test_slides_opendocuments_and_ebooks_translate_and_download(server, en_de):
 
     from pptx import Presentation
 
-    from tests.text.test_office import epub_file, opendocument_presentation, opendocument_text, slides_file
+    from tests.text import test_office as made
 
     alone = en_de.translate(["A dog runs."])[0].text
 
@@ -252,21 +252,27 @@ def test_slides_opendocuments_and_ebooks_translate_and_download(server, en_de):
         assert answer.status_code == 200, answer.text
         return httpx.get(answer.json()["translatedFileUrl"]).content
 
-    deck = Presentation(io.BytesIO(download("talk.pptx", slides_file())))
+    deck = Presentation(io.BytesIO(download("talk.pptx", made.slides_file())))
     assert deck.slides[0].shapes.title.text == alone
     from odf import teletype, text
     from odf.opendocument import load
 
-    heading, = load(io.BytesIO(download("report.odt", opendocument_text()))).getElementsByType(text.H)
+    heading, = load(io.BytesIO(download("report.odt", made.opendocument_text()))).getElementsByType(text.H)
     assert teletype.extractText(heading) == alone
-    first = load(io.BytesIO(download("talk.odp", opendocument_presentation()))).getElementsByType(text.P)[0]
+    slides = load(io.BytesIO(download("talk.odp", made.opendocument_presentation())))
+    first = slides.getElementsByType(text.P)[0]
     assert teletype.extractText(first) == alone
     import zipfile
 
-    with zipfile.ZipFile(io.BytesIO(download("book.epub", epub_file()))) as book:
+    with zipfile.ZipFile(io.BytesIO(download("book.epub", made.epub_file()))) as book:
         assert f"<h1>{alone}</h1>".encode() in book.read("OEBPS/Text/chapter 1.xhtml")
+    import pypdf
+
+    page = pypdf.PdfReader(io.BytesIO(download("flyer.pdf", made.pdf_file()))).pages[0]
+    heading = en_de.translate(["A dog runs on the beach."])[0].text
+    assert " ".join(heading.split()) in " ".join(page.extract_text().split())
     settings = httpx.get(f"{server}/frontend/settings").json()
-    assert {".pptx", ".odt", ".odp", ".epub"} <= set(settings["supportedFilesFormat"])
+    assert {".pptx", ".odt", ".odp", ".epub", ".pdf"} <= set(settings["supportedFilesFormat"])
     bomb = io.BytesIO()
     with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("content.xml", b"<" + b" " * 40_000_000 + b">")

@@ -86,9 +86,9 @@ def test_a_word_file_keeps_paragraph_styles_runs_tables_and_headers():
 
 @pytest.mark.parametrize("data, name, message", [
     (b"x", "slides.key", "slides.key: cannot translate .key files; the kinds are .txt, .html, .htm, "
-                         ".srt, .docx, .pptx, .odt, .odp, .epub"),
+                         ".srt, .docx, .pptx, .odt, .odp, .epub, .pdf"),
     (b"x", "README", "README: cannot translate a file without an extension; the kinds are .txt, .html, .htm, "
-                     ".srt, .docx, .pptx, .odt, .odp, .epub"),
+                     ".srt, .docx, .pptx, .odt, .odp, .epub, .pdf"),
     (b"fine\nnot \xff utf-8\n", "a.txt", "a.txt, line 2: not UTF-8 text (invalid start byte)"),
     (b"1\n00:00:01,000 --> 00:00:02,000\nHi.\n\nHello\nthere\n", "a.srt",
      "a.srt, line 5: not a subtitle cue (a number, then a timing line such as 00:00:01,000 --> "

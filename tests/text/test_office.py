@@ -13,9 +13,16 @@ from aiayn.text.markup import Document as Html
 
 from .test_documents import translated
 
-PNG = (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4"
-       b"\x89\x00\x00\x00\rIDATx\x9cc\xf8\xff\xff?\x00\x05\xfe\x02\xfe\xa7\x35\x81\x84\x00\x00\x00\x00IEND"
-       b"\xaeB`\x82")  # one transparent pixel
+
+def _png():
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (4, 4), (200, 30, 30)).save(out, "PNG")
+    return out.getvalue()
+
+
+PNG = _png()  # a red square of 4 pixels
 
 
 def sentences(document):
@@ -278,3 +285,70 @@ def test_broken_and_hostile_files_of_each_kind_are_refused_with_one_line(kind, m
     bomb = with_member(good, part, b"<" + b" " * 30_000_000 + b">")
     with pytest.raises(DocumentError, match=rf"^{name}: 3\d,\d{{3}},\d{{3}} bytes unpacked; this server"):
         read(bomb, name, max_unpacked=16 << 20)
+
+
+def pdf_file():
+    """Two pages written by reportlab: a heading and a paragraph of two lines over a rectangle and a
+    picture; a line on the second page."""
+    from reportlab.lib.utils import ImageReader
+    from reportlab.pdfgen.canvas import Canvas
+
+    out = io.BytesIO()
+    canvas = Canvas(out, pagesize=(595, 842))
+    canvas.setFont("Helvetica-Bold", 18)
+    canvas.drawString(72, 760, "A dog runs on the beach.")
+    canvas.setFont("Helvetica", 11)
+    canvas.drawString(72, 720, "A man in a blue shirt is standing on a ladder.")
+    canvas.drawString(72, 706, "Two young children are playing in the sand.")
+    canvas.rect(60, 400, 200, 100)
+    canvas.drawImage(ImageReader(io.BytesIO(PNG)), 300, 400, 50, 50)
+    canvas.showPage()
+    canvas.setFont("Helvetica", 12)
+    canvas.drawString(72, 700, "A woman rides a bike.")
+    canvas.showPage()
+    canvas.save()
+    return out.getvalue()
+
+
+def test_a_pdf_keeps_its_pages_blocks_pictures_and_drawings():
+    import pypdf
+
+    document = read(pdf_file(), "flyer.pdf")
+    assert document.format == "text" and document.texts == [
+        "A dog runs on the beach.",
+        "A man in a blue shirt is standing on a ladder. Two young children are playing in the sand.",
+        "A woman rides a bike."]
+    out = pypdf.PdfReader(io.BytesIO(translated(document)))
+    first, second = out.pages
+    words = first.extract_text().split()
+    assert "DOG" in words and "CHILDREN" in words and "dog" not in words  # the old text is gone
+    assert second.extract_text().split() == "A WOMAN RIDES A BIKE.".split()
+    content = first.get_contents().get_data()
+    assert b"60 400 200 100 re" in content  # the rectangle
+    picture, = first["/Resources"]["/XObject"].values()
+    assert picture.get_object()["/Width"] == 4  # the picture
+    assert (float(first.mediabox.width), float(first.mediabox.height)) == (595, 842)
+
+
+def test_a_pdf_in_chinese_is_written_in_a_font_that_has_its_characters():
+    import pypdf
+
+    document = read(pdf_file(), "flyer.pdf")
+    chinese = ["一只狗在海滩上跑。", "一个人站在梯子上。", "一个女人骑自行车。"]
+    out = pypdf.PdfReader(io.BytesIO(document.write(chinese)))
+    assert "一只狗在海滩上跑。" in out.pages[0].extract_text().replace("\n", "")
+    fonts = [f.get_object()["/BaseFont"] for f in out.pages[0]["/Resources"]["/Font"].values()]
+    assert "/STSong-Light" in [str(f) for f in fonts]
+
+
+def test_broken_and_oversized_pdfs_are_refused_with_one_line(monkeypatch):
+    from aiayn.text import pdf
+
+    good = pdf_file()
+    with pytest.raises(DocumentError, match=r"^f.pdf: not a PDF file \("):
+        read(good[:len(good) // 3], "f.pdf")
+    with pytest.raises(DocumentError, match=r"^f.pdf: not a PDF file \("):
+        read(b"%PDF-1.4 nothing else", "f.pdf")
+    monkeypatch.setattr(pdf, "MAX_PAGES", 1)
+    with pytest.raises(DocumentError, match=r"^f.pdf: 2 pages; at most 1 are translated$"):
+        read(good, "f.pdf")

@@ -28,19 +28,20 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
                     "a sentence longer than the model takes is cut at its best boundaries. Writes one "
                     "line per input line (an empty line gives an empty line); with --nbest N > 1, N "
                     "lines per input in the Moses format: INDEX ||| TEXT ||| SCORE. An --input file "
-                    "ending in .html, .htm, .srt, .docx, .pptx, .odt, .odp or .epub is translated as a "
-                    "whole, its structure kept (markup; cue numbers and timings; paragraph styles, runs, "
-                    "tables, slides and notes; chapters and the table of contents).")
+                    "ending in .html, .htm, .srt, .docx, .pptx, .odt, .odp, .epub or .pdf is translated "
+                    "as a whole, its structure kept (markup; cue numbers and timings; paragraph styles, "
+                    "runs, tables, slides and notes; chapters and the table of contents; a PDF's text "
+                    "blocks in their place).")
     p.add_argument("checkpoint", help="checkpoint directory, run directory (its newest checkpoint), "
                                       "Marian directory, or CTranslate2 export (with --engine ctranslate2)")
     p.add_argument("sentences", nargs="*", help="texts to translate (default: read lines)")
     p.add_argument("--input", "-i", metavar="FILE", help="file to translate: one text per line, UTF-8, "
                                                          "plain or .gz; or a .html, .htm, .srt, .docx, "
-                                                         ".pptx, .odt, .odp or .epub file (default: "
+                                                         ".pptx, .odt, .odp, .epub or .pdf file (default: "
                                                          "standard input)")
     p.add_argument("--output", "-o", metavar="FILE",
                    help="where to write translations (default: standard output; for a .docx, .pptx, "
-                        ".odt, .odp or .epub input, INPUT-STEM.TARGET.EXT beside it)")
+                        ".odt, .odp, .epub or .pdf input, INPUT-STEM.TARGET.EXT beside it)")
     p.add_argument("--constraints", action="store_true",
                    help="each input line is a sentence, then TAB-separated phrases its translation must "
                         "contain (fairseq's form: SOURCE<TAB>PHRASE<TAB>PHRASE); lines are not split "
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 WHOLE_FILES = tuple(k for k in documents.KINDS if k != ".txt")  # translated as a whole
-BINARY_FILES = (".docx", ".pptx", ".odt", ".odp", ".epub")  # written beside the input, not to stdout
+BINARY_FILES = (".docx", ".pptx", ".odt", ".odp", ".epub", ".pdf")  # written beside the input, not to stdout
 LONG_INPUT = 40_000  # lines of an --input file from which compiling the decoder step repays itself,
 # for a model not compiled before: compiling a beam search's steps takes tens of seconds once, and
 # saves about a millisecond a sentence (benchmarks/detail/decode_speed.md, "When compiling repays")

@@ -126,8 +126,8 @@ def _file_routes(api: APIRouter, service: Service) -> None:
     """`POST /translate_file` and `GET /download_file/NAME`."""
 
     @api.post("/translate_file", summary="LibreTranslate's translate_file: a .txt, .html, .srt, .docx, "
-                                         ".pptx, .odt, .odp or .epub file (multipart: file, source, "
-                                         "target); -> translatedFileUrl")
+                                         ".pptx, .odt, .odp, .epub or .pdf file (multipart: file, "
+                                         "source, target); -> translatedFileUrl")
     async def translate_file(request: Request) -> dict[str, Any]:
         deadline = asyncio.get_running_loop().time() + service.config.file_timeout  # the whole file's
         form = await request.form()

@@ -8,6 +8,7 @@ stored).
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 from typing import Any
 
@@ -16,6 +17,15 @@ from aiayn.errors import AiaynError
 
 class DocumentError(AiaynError, ValueError):
     """A file that cannot be translated: its kind, or what is wrong with it and where."""
+
+
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_safe(text: str) -> str:
+    """`text` without the characters XML 1.0 cannot hold (control characters but tab and line
+    breaks), which a model that spells bytes out can write."""
+    return _NOT_XML.sub("", text)
 
 
 def check_unpacked(data: bytes, name: str, most: int) -> None:

@@ -1,4 +1,4 @@
-"""Files translated with their structure: .txt, .html, .srt, .docx, .pptx, .odt, .odp and .epub.
+"""Files translated with their structure: .txt, .html, .srt, .docx, .pptx, .odt, .odp, .epub and .pdf.
 
 Each kind of file is read into the texts a Translator takes (and the format they are in), and
 written back around their translations:
@@ -16,6 +16,8 @@ written back around their translations:
 - .docx (text/word.py), .pptx (text/slides.py), .odt and .odp (text/opendocument.py): each
   paragraph is a text, its formatted runs carried as HTML spans (text/runs.py).
 - .epub (text/epub.py): each XHTML document through the HTML path; titles and the table of contents.
+- .pdf (text/pdf.py): each page's text blocks, written back in their boxes over the page's images
+  and drawings.
 
 The zip-based kinds are checked before they are unpacked (text/archive.py): their size unpacked
 (`max_unpacked`), and XML that declares entities is refused.
@@ -31,7 +33,7 @@ from pathlib import PurePath
 from aiayn.text.archive import DocumentError, check_unpacked
 
 KINDS = {".txt": "txt", ".html": "html", ".htm": "html", ".srt": "srt", ".docx": "docx", ".pptx": "pptx",
-         ".odt": "odf", ".odp": "odf", ".epub": "epub"}
+         ".odt": "odf", ".odp": "odf", ".epub": "epub", ".pdf": "pdf"}
 ARCHIVES = ("docx", "pptx", "odf", "epub")  # the kinds that are zip archives
 __all__ = ["KINDS", "Document", "DocumentError", "kind", "read"]
 
@@ -58,6 +60,10 @@ def read(data: bytes, name: str, max_unpacked: int | None = None) -> Document:
     """The file `name` (its kind from its extension) holding `data`; a zip-based file that would
     unpack to more than `max_unpacked` bytes is refused before it is unpacked."""
     which = kind(name)
+    if which == "pdf":
+        from aiayn.text import pdf
+
+        return pdf.read(data, name)
     if which in ARCHIVES:
         from aiayn.text import epub, opendocument, slides, word  # they build on Document
 

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote
 
-from aiayn.text.archive import DocumentError, member, open_zip, parse_xml, refuse_entities, rewrite, xml_bytes
+from aiayn.text import archive as zipped
+from aiayn.text.archive import DocumentError, member, open_zip, parse_xml, refuse_entities
 from aiayn.text.documents import Document
 
 CONTAINER = "{urn:oasis:names:tc:opendocument:xmlns:container}"
@@ -50,9 +51,10 @@ def read(data: bytes, name: str) -> Document:
     def write(translations: Sequence[str]) -> bytes:
         done = dict(zip((path for path, _ in pages), translations, strict=False))
         for element, translation in zip(labels, translations[len(pages):], strict=True):
-            element.text = html.unescape(translation)
-        replaced = {path: text.encode("utf-8") for path, text in done.items()}
-        return rewrite(archive, replaced | {path: xml_bytes(tree) for path, tree in trees.items()})
+            element.text = zipped.xml_safe(html.unescape(translation))
+        replaced = {path: zipped.xml_safe(text).encode("utf-8") for path, text in done.items()}
+        replaced |= {path: zipped.xml_bytes(tree) for path, tree in trees.items()}
+        return zipped.rewrite(archive, replaced)
 
     return Document(texts, "html", write)
 

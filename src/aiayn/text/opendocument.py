@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from aiayn.text.archive import DocumentError, member, open_zip, parse_xml, rewrite, xml_bytes
+from aiayn.text.archive import DocumentError, member, open_zip, parse_xml, rewrite, xml_bytes, xml_safe
 from aiayn.text.documents import Document
 from aiayn.text.runs import as_spans, span_texts
 
@@ -71,7 +71,7 @@ def read(data: bytes, name: str) -> Document:
     def write(translations: Sequence[str]) -> bytes:
         for runs, source, translation in zip(paragraphs, sources, translations, strict=True):
             for run, text in zip(runs, span_texts(translation, *source), strict=True):
-                run.text = text
+                run.text = xml_safe(text)
         return rewrite(archive, {path: xml_bytes(tree) for path, tree in trees.items()})
 
     return Document(texts, "html", write)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from aiayn.text.archive import DocumentError, member, open_zip, parse_xml, rewrite, xml_bytes
+from aiayn.text.archive import DocumentError, member, open_zip, parse_xml, rewrite, xml_bytes, xml_safe
 from aiayn.text.documents import Document
 from aiayn.text.runs import as_spans, span_texts
 
@@ -39,7 +39,7 @@ def read(data: bytes, name: str) -> Document:
     def write(translations: Sequence[str]) -> bytes:
         for runs, source, translation in zip(paragraphs, sources, translations, strict=True):
             for (t, _), text in zip(runs, span_texts(translation, *source), strict=True):
-                t.text = text
+                t.text = xml_safe(text)
         return rewrite(archive, {path: xml_bytes(tree) for path, tree in trees.items()})
 
     return Document(texts, "html", write)

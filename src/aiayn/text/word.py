@@ -11,7 +11,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from aiayn.text.archive import DocumentError, open_zip, refuse_entities_in
+from aiayn.text.archive import DocumentError, open_zip, refuse_entities_in, xml_safe
 from aiayn.text.documents import Document
 from aiayn.text.runs import as_spans, span_texts
 
@@ -44,7 +44,7 @@ def read(data: bytes, name: str) -> Document:
     def write(translations: Sequence[str]) -> bytes:
         for rs, source, translation in zip(paragraphs, sources, translations, strict=True):
             for (run, _), text in zip(rs, span_texts(translation, *source), strict=True):
-                run.text = text
+                run.text = xml_safe(text)
         out = io.BytesIO()
         book.save(out)
         return out.getvalue()
