@@ -125,7 +125,7 @@ def main() -> None:
         return
     data_dir()
     if args.smoke:
-        model, args.slides, args.pages = str(_smoke_model()), 3, 10
+        model, args.slides, args.pages = str(_smoke_model()), 2, 2
     elif not args.model:
         parser.error("--model RUN is needed (or --smoke)")
     else:

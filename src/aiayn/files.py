@@ -85,12 +85,13 @@ def sibling(path: Path, what: str = "tmp") -> Iterator[Path]:
             _live.discard(name.name)
 
 
-def write_atomically(path: Path, data: bytes | memoryview) -> None:
+def write_atomically(path: Path, data: bytes | memoryview, mode: int = 0o666) -> None:
     """`data` as the file `path`: written beside it and renamed over it, so a crash or a full disk
-    leaves the old file (or none), never half of the new one."""
+    leaves the old file (or none), never half of the new one. `mode`: its permissions (less the
+    umask; 0o600: this user's alone)."""
     with sibling(path) as tmp:
         try:
-            with open(tmp, "wb") as f:
+            with open(tmp, "wb", opener=lambda p, flags: os.open(p, flags, mode)) as f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())

@@ -29,6 +29,8 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
     ("repetition.py", ["| 1 | 0 |", "| 1 | 3 |", "| 1.2 | 0 |"]),
     # a barely trained model's confidence against each sentence's chrF
     ("confidence.py", ["/smoke | 40 |"]),
+    # a presentation and a book translated whole and as their text alone, each in a process of its own
+    ("documents.py", ["| 2-slides.pptx (", "| 2-pages.epub ("]),
 ])
 def test_benchmark_smoke_mode_runs(script, expect):
     done = subprocess.run([sys.executable, str(BENCHMARKS / script), "--smoke"], capture_output=True,

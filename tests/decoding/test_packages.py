@@ -579,23 +579,42 @@ def test_another_thread_waits_for_a_trace_to_run_a_model_or_read_its_weights(cac
     assert seen and all(v == versions for v in seen)
 
 
-def test_a_cache_others_may_write_is_refused_once_and_the_steps_compile_privately(cache, monkeypatch, capsys):
-    """A step is a library that aiayn loads: a cache directory that others may write is not used
-    (one notice), the step compiles into a private temporary cache, and translation gives the same."""
+@pytest.mark.parametrize("open_", ["the cache", "a directory above it"])
+def test_a_cache_others_may_write_is_refused_once_and_the_steps_compile_privately(cache, monkeypatch, capsys,
+                                                                                   open_):
+    """A step is a library that aiayn loads: a cache directory that others may write, or below one
+    that others may write (they could move it away and put their own in its place), is not used (one
+    notice), the step compiles into a private temporary cache, and translation gives the same."""
     monkeypatch.setattr(store, "_private", {})
     root = store.cache_dir()
     root.mkdir(parents=True)
-    root.chmod(0o777)
+    opened = root if open_ == "the cache" else root.parent
+    opened.chmod(0o777)
     model = one_layer_model()
     eager = [h.tokens for h in greedy_search(model, SRC, LIMITS)]
     assert outputs(model) == eager and outputs(model) == eager
     err = capsys.readouterr().err
-    assert err.count(f"aiayn: not using the compiled-step cache {root}: others may write {root} "
-                     "(mode drwxrwxrwx)") == 1 and f"chmod 700 {root}" in err
+    problem = f"others may write {opened}" + ("" if opened == root else ", a directory above it")
+    assert err.count(f"aiayn: not using the compiled-step cache {root}: {problem} (mode drwxrwxrwx)") == 1
     assert store.entries() == [] and cache and all(entry.parent != root for entry in cache)
     assert main(["cache", "info"]) == 0
-    assert f"who may write it: not you alone (others may write {root} (mode drwxrwxrwx)): aiayn does not " \
+    assert f"who may write it: not you alone ({problem} (mode drwxrwxrwx)): aiayn does not " \
         "use it" in capsys.readouterr().out
+
+
+def test_a_cache_below_a_sticky_directory_of_root_such_as_tmp_is_accepted(tmp_path):
+    """Above a root-owned directory with the sticky bit (/tmp: 1777), no one renames another's
+    entries, so the directories above it are not looked at; one that is not sticky is."""
+    below_tmp = Path(tempfile.mkdtemp(dir="/tmp")) / "cache"
+    try:
+        assert Path("/tmp").stat().st_mode & 0o1777 == 0o1777 and Path("/tmp").stat().st_uid == 0
+        assert store.not_ours_alone(below_tmp, create=True) is None
+    finally:
+        shutil.rmtree(below_tmp.parent)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert "a directory above it" in store.not_ours_alone(shared / "cache", create=True)
 
 
 def test_the_cache_and_its_entries_are_made_private_and_an_entry_others_may_write_is_rebuilt(

@@ -258,7 +258,7 @@ def _write(record: dict[str, Any]) -> None:
         return
     records = [r for k, r in _read().items() if k != record["key"]] + [record]
     with contextlib.suppress(OSError):
-        files.write_atomically(root / FILE, json.dumps(records, indent=1).encode())
+        files.write_atomically(root / FILE, json.dumps(records, indent=1).encode(), mode=0o600)
 
 
 def _cpu() -> str:

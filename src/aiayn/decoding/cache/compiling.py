@@ -120,7 +120,7 @@ def _lock(path: Path, waiting: Callable[[], None]) -> BinaryIO | None:
         import fcntl
 
         path.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(path, "wb")
+        lock = open(path, "wb", opener=lambda p, flags: os.open(p, flags, 0o600))  # this user's alone
     except (ImportError, OSError):
         return None
     try:

@@ -68,7 +68,8 @@ def steps_dir() -> Path:
             private = Path(tempfile.mkdtemp(prefix="aiayn-steps-"))  # removed at exit
             notice(f"aiayn: not using the compiled-step cache {wanted}: {problem}, and whoever can write "
                     f"it runs code in this process; compiling into {private} for this process instead "
-                    f"(to use the cache, make it yours alone: chmod 700 {wanted})")
+                    f"(to use the cache, make it and the directories above it yours alone, or set "
+                    f"AIAYN_CACHE_DIR to such a directory)")
             _private[wanted] = private
     return _private[wanted]
 
@@ -92,13 +93,19 @@ def current_dir() -> Path:
 
 def not_ours_alone(path: Path, create: bool = False) -> str | None:
     """Why `path` (a directory, created 0700 if `create` and absent, or a file) is not this user's
-    alone: owned by another user, or writable by the group or others; None if it is, or cannot be
-    seen (the writes then say what is wrong), or on a system without users' ids."""
+    alone: owned by another user, or writable by the group or others, or one of the directories
+    above it is (owned by neither this user nor root, or writable by others, who could move `path`
+    away and put their own in its place), up to one owned by root with the sticky bit, such as /tmp
+    (as OpenSSH's StrictModes checks); None if it is, or cannot be seen (the writes then say what is
+    wrong), or on a system without users' ids."""
     if not hasattr(os, "getuid"):
         return None
     try:
-        if create:
-            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if create:  # each directory made here this user's alone, whatever the umask
+            for missing in [p for p in (*reversed(path.parents), path) if not p.exists()]:
+                missing.mkdir(mode=0o700, exist_ok=True)
+                missing.chmod(0o700)
+        path = path.resolve()
         st = path.stat()
     except OSError:
         return None
@@ -106,6 +113,17 @@ def not_ours_alone(path: Path, create: bool = False) -> str | None:
         return f"{path} belongs to another user (uid {st.st_uid})"
     if st.st_mode & 0o022:
         return f"others may write {path} (mode {stat.filemode(st.st_mode)})"
+    for above in path.parents:
+        try:
+            st = above.stat()
+        except OSError:
+            return None
+        if st.st_uid == 0 and st.st_mode & stat.S_ISVTX:
+            break  # a root-owned sticky directory: no one renames another's entries in it
+        if st.st_uid not in (0, os.getuid()):
+            return f"{above}, a directory above it, belongs to another user (uid {st.st_uid})"
+        if st.st_mode & 0o022:
+            return f"others may write {above}, a directory above it (mode {stat.filemode(st.st_mode)})"
     return None
 
 

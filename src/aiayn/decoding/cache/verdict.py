@@ -57,7 +57,8 @@ def loads(path: Path, device: torch.device, notice: Callable[[str], None] | None
             with contextlib.suppress(OSError):  # verdict_path makes the directory (steps_dir)
                 files.write_atomically(verdict_path(device), json.dumps(
                     {"torch": torch.__version__, "machine": machine(device), "problem": problem,
-                     "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1).encode())
+                     "checked": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1).encode(),
+                    mode=0o600)
         if problem:
             say_unloadable(problem, lasting, notice)
     return not _verdicts[_environment(device)]
