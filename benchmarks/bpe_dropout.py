@@ -27,8 +27,8 @@ from aiayn.data.corpora import load_corpus
 from aiayn.data.subwords import Resampler
 from aiayn.model import Transformer
 from aiayn.tokenizer import Tokenizer
-from aiayn.train.loop import Criterion, train_step
 from aiayn.train.optim import make_optimizer
+from aiayn.train.step import Criterion, train_step
 
 RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "multi30k.toml"
 

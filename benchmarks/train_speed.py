@@ -42,8 +42,8 @@ from aiayn.config import DataConfig, TrainConfig, model_config
 from aiayn.data.batching import collate, make_batches, tokenize
 from aiayn.model import Transformer
 from aiayn.model.positional import sinusoids
-from aiayn.train.loop import Criterion, train_step
 from aiayn.train.optim import make_optimizer
+from aiayn.train.step import Criterion, train_step
 
 
 class Reference(nn.Module):

@@ -137,7 +137,7 @@ def test_a_crafted_training_state_cannot_run_code(tmp_path, tokenizer):
 
 
 def test_a_training_state_holds_only_tensors_and_plain_values(tmp_path, tokenizer):
-    from aiayn.train.loop import rng_state, set_rng_state
+    from aiayn.train.order import rng_state, set_rng_state
 
     state = {"step": 3, "position": {"epoch": 0, "batch": 3}, "optimizer": {}, "rng": rng_state()}
     before = np.random.random(), torch.rand(1)
@@ -148,7 +148,7 @@ def test_a_training_state_holds_only_tensors_and_plain_values(tmp_path, tokenize
 
 
 def test_a_state_written_with_numpys_own_random_state_still_loads(tmp_path, tokenizer):
-    from aiayn.train.loop import set_rng_state
+    from aiayn.train.order import set_rng_state
 
     legacy = {"torch": torch.get_rng_state(), "python": __import__("random").getstate(),
               "numpy": np.random.get_state()}

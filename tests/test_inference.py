@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from aiayn.decoding import beam_search, greedy_search
-from aiayn.decoding.compiled import CompiledStep, graphs
+from aiayn.decoding.compiled import CompiledStep
+from aiayn.decoding.step_graph import graphs
 from aiayn.inference import (
     PACK_AFTER,
     Int8Linear,

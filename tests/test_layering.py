@@ -32,6 +32,7 @@ ALLOWED = {
     "checkpoint": {"config", "errors", "files", "model", "tokenizer"},
     "data": {"config", "errors", "files", "tokenizer"},
     "tokenizer": {"errors"},
+    "devices": {"config", "errors"},
     "config": {"errors"},
     "files": {"errors"},
     "serve": {"config", "errors", "translation", "text", "explain"},  # the public APIs, and text tools
@@ -106,3 +107,16 @@ def test_no_module_imports_one_that_imports_it_back():
 
 def test_the_cycle_check_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+def test_translating_needs_no_training_code():
+    """What loads and runs a model for translation reaches no training module (the loop, its data
+    order, its checkpoints of optimiser state), at any depth."""
+    graph, seen, todo = module_graph(), set(), ["aiayn.translation"]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo += graph[module]
+    training = sorted(m for m in seen if m == "aiayn.training" or m.startswith("aiayn.train."))
+    assert not training, f"aiayn.translation reaches {training}"

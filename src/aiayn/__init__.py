@@ -5,7 +5,7 @@
     translator = aiayn.load_translator("runs/quickstart")   # a checkpoint, Marian or CTranslate2 model
     print(translator.translate(["A dog runs on the beach."])[0].text)
 
-The public API: `load_translator`, `Translator`, `Translation` and `load_model` (translation.py);
+The public API: `load_translator`, `Translator`, `Translation` and `load_model` (translation/);
 `train_model` and `TrainingRun` (training.py); the model and its configs (`Transformer`,
 `ModelConfig`, `DataConfig`, `TrainConfig`, `DecodeConfig`); `Tokenizer`; and `AiaynError`, the
 base of every expected failure. Names are imported when first used, so `import aiayn` stays cheap.

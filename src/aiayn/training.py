@@ -33,11 +33,13 @@ from aiayn.data.batching import TokenizedCorpus, padding_fraction, tokenize
 from aiayn.data.corpora import default_valid, load_corpus
 from aiayn.data.mixing import Mix
 from aiayn.data.readers import DataError
+from aiayn.devices import resolve_device
 from aiayn.files import is_run_dir
 from aiayn.model import Transformer, parameter_counts
 from aiayn.tokenizer import Tokenizer
 from aiayn.train import distributed, init
-from aiayn.train.loop import limit_reached, resolve_device, train
+from aiayn.train.loop import train
+from aiayn.train.stopping import limit_reached
 
 __all__ = ["TrainingRun", "train_model"]
 

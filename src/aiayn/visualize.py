@@ -26,7 +26,7 @@ from matplotlib import font_manager  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from aiayn.model.positional import sinusoids  # noqa: E402
-from aiayn.train.loop import MetricsLog  # noqa: E402
+from aiayn.train.logs import MetricsLog  # noqa: E402
 from aiayn.translation import AttentionView  # noqa: E402
 
 TITLES = {"encoder": "encoder self-attention", "decoder": "decoder masked self-attention",

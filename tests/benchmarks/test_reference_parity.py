@@ -14,8 +14,8 @@ from aiayn.data.batching import collate, tokenize
 from aiayn.data.corpora import load_corpus
 from aiayn.model import Transformer
 from aiayn.tokenizer import Tokenizer
-from aiayn.train.loop import Criterion, train_step
 from aiayn.train.optim import make_optimizer
+from aiayn.train.step import Criterion, train_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from train_speed import Reference, reference_step  # noqa: E402

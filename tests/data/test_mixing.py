@@ -9,7 +9,7 @@ import pytest
 from aiayn.config import DataConfig, TrainConfig
 from aiayn.data.batching import TokenizedCorpus, make_batches
 from aiayn.data.mixing import Mix
-from aiayn.train.loop import Position, updates
+from aiayn.train.order import Position, updates
 
 
 def corpus(n: int, length: int) -> TokenizedCorpus:

@@ -24,7 +24,7 @@ def test_the_steps_a_search_shrinks_through_are_compiled_alongside_in_another_pr
         cache, tmp_path, monkeypatch, capsys):
     """A beam search of 2 sentences (4 rows, beam 2) steps at 2 rows once the first has finished.
     While this process compiles the 4-row step, another compiles the 2-row one from example inputs
-    (`compiled._with_rows`): the search finds what the eager search finds, and the job files are
+    (`step_graph._with_rows`): the search finds what the eager search finds, and the job files are
     gone."""
     monkeypatch.setenv("AIAYN_COMPILE_WORKERS", "1")
     monkeypatch.setattr(os, "cpu_count", lambda: 2)

@@ -8,10 +8,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiayn.decoding import beam_search, compiled, greedy_search, whole
+from aiayn.decoding import beam_search, compiled, greedy_search, step_graph, whole
 from aiayn.decoding.cache import compiling, library, store
-from aiayn.decoding.compiled import CompiledStep, TracedCache, graphs, row_bucket
+from aiayn.decoding.compiled import CompiledStep, TracedCache
 from aiayn.decoding.repetition import Repetition
+from aiayn.decoding.step_graph import graphs, row_bucket
 from aiayn.decoding.steps import Step
 from tests.conftest import one_layer_model, random_ids, tiny_model
 
@@ -97,10 +98,10 @@ def test_the_steps_of_a_model_keep_one_copy_of_its_weights(tmp_path, monkeypatch
     """A step's library holds the model's weights, which loading copies into memory. A model's next
     step uses the first one's weights instead where its entry's digests (name, layout, values) say
     they are the same, and frees its own copy; otherwise it keeps its own. Greedy decoding of 3
-    sentences at 4 rows, then 2: both small steps, their weights not packed (`compiled._packed`)."""
+    sentences at 4 rows, then 2: both small steps, their weights not packed (`step_graph._packed`)."""
     model, (src, limits) = one_layer_model(), (GREEDY[0][:3], GREEDY[1][:3])
     assert_same_greedy(model, src, limits)
-    ((_, step),) = compiled._steps[model].values()
+    ((_, step),) = step_graph._steps[model].values()
     first, second = step.runners()
     wanted = {"weights": store.weights_digest(step.module), "output": step.kinds()[0].output}
     entries = {recorded["fields"]["rows"]: (path, recorded["constants"])
@@ -119,7 +120,7 @@ def test_the_steps_of_a_model_keep_one_copy_of_its_weights(tmp_path, monkeypatch
     (entry / store.ENTRY).write_text(json.dumps(recorded))
     model = copy.deepcopy(model)  # a model this process has not loaded steps for
     assert_same_greedy(model, src, limits)
-    ((_, step),) = compiled._steps[model].values()
+    ((_, step),) = step_graph._steps[model].values()
     assert len(step.runners()) == 2 and not share_weights(*step.runners())
 
 
@@ -143,7 +144,7 @@ def test_a_models_greedy_and_beam_search_steps_keep_one_copy_of_its_weights():
     model = one_layer_model()
     assert_same_greedy(model, *GREEDY)
     assert_same_beam(model, *ONE_SENTENCE)
-    (_, greedy), (_, beam) = compiled._steps[model].values()
+    (_, greedy), (_, beam) = step_graph._steps[model].values()
     assert greedy.weights is beam.weights
     assert [kind.packed for kind in greedy.kinds()] == [True, False]  # 8 rows, then 4: plain weights
     same = [recorded["constants"] for _, recorded, _ in store.entries()
@@ -155,8 +156,8 @@ def test_a_models_greedy_and_beam_search_steps_keep_one_copy_of_its_weights():
 
     with torch.no_grad():
         next(model.parameters()).add_(0.0)  # a change in place: new weights, as far as the steps know
-    versions = compiled.weight_versions(model)
-    again = compiled._compiled(model, "logits", versions)
+    versions = step_graph.weight_versions(model)
+    again = step_graph.packages_for(model, "logits", versions)
     assert again is not greedy and again.weights is not beam.weights
 
 
@@ -294,7 +295,7 @@ def test_sentences_leave_at_power_of_two_counts_of_2_rows_or_more_when_compiled(
 
 def compiled_kinds_rows(rows: int) -> int:
     """`Kind.rows` of a later step of `rows` rows: 0 for the step that takes any count."""
-    return 0 if compiled._takes_any_count(rows, first=False) else rows
+    return 0 if step_graph._takes_any_count(rows, first=False) else rows
 
 
 def test_large_batches_leave_once_an_eighth_of_their_sentences_have_finished():

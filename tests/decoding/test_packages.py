@@ -23,7 +23,7 @@ import torch
 from aiayn import files
 from aiayn.cli import main
 from aiayn.cli import translate as cli_translate
-from aiayn.decoding import compiled, greedy_search, packages, whole
+from aiayn.decoding import compiled, greedy_search, packages, step_graph, whole
 from aiayn.decoding.cache import compiling, store, verdict
 from aiayn.decoding.compiled import CompiledStep
 from aiayn.inference import packing_available
@@ -562,7 +562,7 @@ def test_another_thread_waits_for_a_trace_to_run_a_model_or_read_its_weights(cac
     with torch.no_grad():
         models[1].output_proj.weight.mul_(-1)
     eager = [[h.tokens for h in greedy_search(m, SRC, LIMITS)] for m in models]
-    versions, compiled_, searched, seen = compiled.weight_versions(models[0]), [], [], []
+    versions, compiled_, searched, seen = step_graph.weight_versions(models[0]), [], [], []
 
     def compile_():
         step = CompiledStep(models[0])
@@ -571,7 +571,7 @@ def test_another_thread_waits_for_a_trace_to_run_a_model_or_read_its_weights(cac
     def meanwhile():
         searched.append([h.tokens for h in greedy_search(models[1], SRC, LIMITS)])
         seen.append(CompiledStep(models[0])._versions)
-        compiled.compiled_before(models[0])
+        step_graph.compiled_before(models[0])
 
     failed = while_compiling(compile_, meanwhile)
     assert not failed and compiled_ == [eager[0]] and len(cache) == 1

@@ -92,7 +92,7 @@ def test_translate_html_and_a_file_in_the_page(browser, en_de, tmp_path):
         assert saved.read_text() == "\n".join(lines) + "\n"
         assert download.value.suggested_filename == "notes.txt"
 
-        page.set_input_files("#file", {"name": "slides.pptx", "mimeType": "application/octet-stream",
+        page.set_input_files("#file", {"name": "slides.key", "mimeType": "application/octet-stream",
                                         "buffer": b"x"})
         page.click("#translate-file")
         page.wait_for_selector("#file-status.error")

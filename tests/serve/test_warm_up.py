@@ -6,7 +6,7 @@ import sys
 import httpx
 
 from aiayn.decoding import whole
-from aiayn.decoding.compiled import graphs, row_buckets
+from aiayn.decoding.step_graph import graphs, row_buckets
 from aiayn.translation import load_translator
 from tests.conftest import HANG_S, fails_if_hung
 

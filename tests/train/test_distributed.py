@@ -19,7 +19,7 @@ from aiayn.config import PRESETS, DataConfig, TrainConfig
 from aiayn.data import prepared
 from aiayn.data.binarized import MappedCorpus
 from aiayn.train.distributed import Ranks, share
-from aiayn.train.loop import Position, updates
+from aiayn.train.order import Position, updates
 from tests.conftest import HANG_S
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,8 @@ from aiayn.config import DataConfig, TrainConfig, model_config
 from aiayn.data.batching import collate
 from aiayn.decoding import greedy_search
 from aiayn.model import Transformer
-from aiayn.train.loop import Criterion, train, train_step
+from aiayn.train.loop import train
+from aiayn.train.step import Criterion, train_step
 from tests.conftest import fails_if_hung
 
 NO_DROPOUT = dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
@@ -118,7 +119,7 @@ def test_no_training_pair_is_an_error_not_an_endless_loop(copy_task, tmp_path):
     """Problem 4: with no pair left the batch loop spun forever, deaf to Ctrl-C."""
     from aiayn.data.batching import TokenizedCorpus
     from aiayn.data.readers import DataError
-    from aiayn.train.loop import Position, updates
+    from aiayn.train.order import Position, updates
 
     tokenizer, _, _ = copy_task
     empty = TokenizedCorpus([], [], dropped_empty=3)

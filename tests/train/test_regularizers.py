@@ -10,7 +10,8 @@ from aiayn.config import DataConfig, TrainConfig, model_config
 from aiayn.data.batching import collate
 from aiayn.model import Transformer
 from aiayn.train.distributed import Ranks
-from aiayn.train.loop import _Run, evaluate, train
+from aiayn.train.loop import _Run, train
+from aiayn.train.step import evaluate
 
 DATA = DataConfig(batch_tokens=512)
 CONFIG = TrainConfig(warmup_steps=10, valid_every=6, save_every=6, log_every=6, max_steps=18, bpe_dropout=0.3,

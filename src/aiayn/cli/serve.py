@@ -42,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as e:
         raise ImportError(f"aiayn serve needs the serve extra ({e.name} is missing): "
                           "pip install -e \".[serve]\"") from None
+    from aiayn.devices import resolve_device
     from aiayn.serve.service import searchers, workers_for
-    from aiayn.train.loop import resolve_device
     from aiayn.translation import load_translator
 
     config = cfg.build(cfg.ServeConfig, given(args, cfg.ServeConfig), "command line")

@@ -41,7 +41,7 @@ from torch import Tensor, nn
 from torch._higher_order_ops import while_loop
 from torch.export import Dim
 
-from aiayn.decoding import compiled, kernels, packages
+from aiayn.decoding import kernels, packages, step_graph
 from aiayn.decoding.beam import NEG_INF, _penalty, candidates
 from aiayn.decoding.cache import compiling, store
 from aiayn.decoding.cache.verdict import Unloadable
@@ -235,11 +235,11 @@ def _graph(model: Transformer) -> packages.Packages:
     """The model's whole search, compiled for its current weights (anew once they change in place,
     as the steps are), sharing the loaded weights with its compiled steps."""
     with gate.running():
-        versions = compiled.weight_versions(model)
+        versions = step_graph.weight_versions(model)
     known = _graphs.get(model)
     if known is None or known[0] != versions:
         known = _graphs[model] = (versions, packages.Packages(
-            WholeBeam(model), _kind, _dynamic_shapes, weights=compiled.weights_loaded(model, versions),
+            WholeBeam(model), _kind, _dynamic_shapes, weights=step_graph.weights_loaded(model, versions),
             example=_example))
     return known[1]
 

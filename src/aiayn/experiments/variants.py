@@ -89,7 +89,7 @@ def train_variants(ctx: ExperimentContext, variants: dict[str, dict], valid_ever
     from aiayn.evaluate import score, tokenizer_for
     from aiayn.model import Transformer, parameter_counts
     from aiayn.tokenizer import Tokenizer
-    from aiayn.train.loop import MetricsLog
+    from aiayn.train.logs import MetricsLog
 
     quick = replace(QUICK, name=setup.name, src=setup.src, tgt=setup.tgt, recipe=setup.recipe)  # same labels
     setup, steps = (quick, 60) if ctx.quick else (setup, ctx.training_steps)

@@ -12,12 +12,7 @@ import re
 import zipfile
 from typing import Any
 
-from aiayn.errors import AiaynError
-
-
-class DocumentError(AiaynError, ValueError):
-    """A file that cannot be translated: its kind, or what is wrong with it and where."""
-
+from aiayn.text.document import DocumentError
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 

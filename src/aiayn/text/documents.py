@@ -26,25 +26,17 @@ The zip-based kinds are checked before they are unpacked (text/archive.py): thei
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import PurePath
 
-from aiayn.text.archive import DocumentError, check_unpacked
+from aiayn.text import epub, opendocument, pdf, slides, word
+from aiayn.text.archive import check_unpacked
+from aiayn.text.document import Document, DocumentError
 
 KINDS = {".txt": "txt", ".html": "html", ".htm": "html", ".srt": "srt", ".docx": "docx", ".pptx": "pptx",
          ".odt": "odf", ".odp": "odf", ".epub": "epub", ".pdf": "pdf"}
 ARCHIVES = ("docx", "pptx", "odf", "epub")  # the kinds that are zip archives
 __all__ = ["KINDS", "Document", "DocumentError", "kind", "read"]
-
-
-@dataclass
-class Document:
-    """A file's texts in the format the translator reads them in, and how to write the file back."""
-
-    texts: list[str]
-    format: str  # "text" or "html"
-    write: Callable[[Sequence[str]], bytes]  # the translations, in order -> the translated file
 
 
 def kind(name: str) -> str:
@@ -61,12 +53,8 @@ def read(data: bytes, name: str, max_unpacked: int | None = None) -> Document:
     unpack to more than `max_unpacked` bytes is refused before it is unpacked."""
     which = kind(name)
     if which == "pdf":
-        from aiayn.text import pdf
-
         return pdf.read(data, name)
     if which in ARCHIVES:
-        from aiayn.text import epub, opendocument, slides, word  # they build on Document
-
         if max_unpacked is not None:
             check_unpacked(data, name, max_unpacked)
         reader = {"docx": word.read, "pptx": slides.read, "odf": opendocument.read, "epub": epub.read}[which]
@@ -150,11 +138,11 @@ def _wrap(text: str, lines: int) -> list[str]:
 
     def filled(width: int) -> list[str]:
         out: list[str] = []
-        for word in words:
-            if out and len(out[-1]) + 1 + len(word) <= width:
-                out[-1] += " " + word
+        for each in words:
+            if out and len(out[-1]) + 1 + len(each) <= width:
+                out[-1] += " " + each
             else:
-                out.append(word)
+                out.append(each)
         return out
 
     low, high = max(len(w) for w in words), len(text)

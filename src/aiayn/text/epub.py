@@ -15,7 +15,7 @@ from urllib.parse import unquote
 
 from aiayn.text import archive as zipped
 from aiayn.text.archive import DocumentError, member, open_zip, parse_xml, refuse_entities
-from aiayn.text.documents import Document
+from aiayn.text.document import Document
 
 CONTAINER = "{urn:oasis:names:tc:opendocument:xmlns:container}"
 OPF = "{http://www.idpf.org/2007/opf}"

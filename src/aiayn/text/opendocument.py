@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiayn.text.archive import DocumentError, member, open_zip, parse_xml, rewrite, xml_bytes, xml_safe
-from aiayn.text.documents import Document
+from aiayn.text.document import Document
 from aiayn.text.runs import as_spans, span_texts
 
 TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.text.archive import DocumentError, xml_safe
-from aiayn.text.documents import Document
+from aiayn.text.document import Document
 
 MAX_PAGES = 2_000  # pages of one file at most: counted from its page tree before anything is read
 SMALLEST = 4.0  # points: a translation is shrunk down to this size to fit its box, then overflows

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from aiayn.text.archive import DocumentError, open_zip, refuse_entities_in, xml_safe
-from aiayn.text.documents import Document
+from aiayn.text.document import Document
 from aiayn.text.runs import as_spans, span_texts
 
 # The parts of a Word file that hold text to translate: the body, headers, footers, footnotes and

@@ -9,30 +9,25 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
-import random
 import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 from tqdm import tqdm
 
 from aiayn import checkpoint
-from aiayn.config import ConfigError, DataConfig, DecodeConfig, TrainConfig, check_device
+from aiayn.config import ConfigError, DataConfig, DecodeConfig, TrainConfig
 from aiayn.data.batching import Batch, TokenizedCorpus, collate, make_batches
 from aiayn.data.mixing import Mix
 from aiayn.data.readers import DataError
 from aiayn.data.subwords import Resampler
 from aiayn.decoding.translator import translate_ids
+from aiayn.devices import resolve_device
 from aiayn.evaluate import score as sacrebleu_score
 from aiayn.evaluate import tokenizer_for
 from aiayn.model import Transformer
@@ -40,275 +35,11 @@ from aiayn.tokenizer import Tokenizer
 from aiayn.train import distributed
 from aiayn.train.distributed import Ranks
 from aiayn.train.ema import EMA
-from aiayn.train.losses import output_layer_nll
-from aiayn.train.optim import learning_rate, make_optimizer, set_learning_rate
-from aiayn.train.stopping import METRICS, Patience, best, stop_reason
-
-
-def resolve_device(name: str = "auto") -> torch.device:
-    """The device `name` asks for (auto: CUDA when present, else the CPU), if this machine has it."""
-    check_device(name)
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device={name}: PyTorch {torch.__version__} finds no CUDA GPU here; "
-                          "use --device cpu")
-    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
-        raise ConfigError(f"device={name}: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError(f"device={name}: PyTorch finds no Apple GPU (MPS) here; use --device cpu")
-    return device
-
-
-def autocast(device: torch.device, precision: str = "auto") -> contextlib.AbstractContextManager:
-    """bfloat16 autocast when `precision` asks for it ("auto": on CUDA only), else plain float32.
-
-    Under autocast, matmuls run in bfloat16; weights, gradients, optimizer state, normalisations
-    and the loss stay float32 (`output_layer_nll` chooses its own matmul precision: float32 on a
-    CPU, bfloat16 on a GPU).
-    """
-    if precision == "bfloat16" or (precision == "auto" and device.type == "cuda"):
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def batch_loss(model: Transformer, batch: Batch, label_smoothing: float, pad_id: int):
-    """Summed label-smoothed loss and NLL of one batch: teacher-forced decoder output, then the
-    output layer and loss together, in chunks (no (B, T, V) logits tensor)."""
-    hidden = model.decode(batch.tgt_in, model.encode(batch.src), batch.src)  # (B, T, D)
-    proj = model.output_proj
-    return output_layer_nll(hidden.flatten(0, 1), proj.weight, proj.bias, batch.tgt_out.flatten(),
-                            label_smoothing, pad_id)
-
-
-class Criterion(nn.Module):
-    """The model and its training loss as one module: `criterion(batch) -> (loss, nll)`. This is
-    what DistributedDataParallel wraps: it exchanges the gradients of what runs in `forward`."""
-
-    def __init__(self, model: Transformer, label_smoothing: float, pad_id: int) -> None:
-        super().__init__()
-        self.model, self.label_smoothing, self.pad_id = model, label_smoothing, pad_id
-
-    def forward(self, batch: Batch):
-        return batch_loss(self.model, batch, self.label_smoothing, self.pad_id)
-
-
-def train_step(criterion: nn.Module, batches: list[Batch], optimizer: torch.optim.Optimizer, lr: float,
-               config: TrainConfig, device: torch.device, tokens: int | None = None,
-               world: int = 1) -> dict[str, float]:
-    """One update from `batches` (gradient accumulation), normalised per target token.
-
-    Under data parallelism `batches` are this rank's share, `tokens` the target tokens of the whole
-    update on all `world` ranks, and `criterion` is wrapped in DistributedDataParallel, which
-    averages the ranks' gradients: scaled by `world`, that average is the sum one process would
-    get from all the batches. A batch with no target tokens is a filler that only keeps this rank
-    in step with the others. Returns this rank's summed loss and NLL per update token.
-    """
-    criterion.train()
-    tokens = sum(b.n_tgt_tokens for b in batches) if tokens is None else tokens
-    total_loss = total_nll = 0.0
-    for i, batch in enumerate(batches):
-        scale = world / tokens if batch.n_tgt_tokens else 0.0
-        with distributed.no_sync(criterion) if i < len(batches) - 1 else contextlib.nullcontext():
-            with autocast(device, config.precision):
-                loss, nll = criterion(batch.to(device))
-            (loss * scale).backward()
-        if batch.n_tgt_tokens:
-            total_loss += loss.item()
-            total_nll += nll.item()
-    if config.clip_norm > 0:
-        nn.utils.clip_grad_norm_(criterion.parameters(), config.clip_norm)
-    set_learning_rate(optimizer, lr)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return {"loss": total_loss / tokens, "nll": total_nll / tokens, "tokens": tokens}
-
-
-@torch.no_grad()
-def evaluate(model: Transformer, batches: list[Batch], label_smoothing: float, pad_id: int,
-             device: torch.device, precision: str = "auto") -> dict[str, float]:
-    """Loss, NLL and perplexity per target token over `batches`, without dropout."""
-    model.eval()
-    tokens, total_loss, total_nll = 0, 0.0, 0.0
-    for batch in batches:
-        batch = batch.to(device)
-        with autocast(device, precision):
-            loss, nll = batch_loss(model, batch, label_smoothing, pad_id)
-        tokens += batch.n_tgt_tokens
-        total_loss += loss.item()
-        total_nll += nll.item()
-    return {"loss": total_loss / tokens, "nll": total_nll / tokens,
-            "ppl": math.exp(min(total_nll / tokens, 50.0)), "tokens": tokens}
-
-
-@dataclass
-class Position:
-    """Where the loop is in the data: the epoch, and the next batch of that epoch's order."""
-
-    epoch: int = 0
-    batch: int = 0
-
-
-Lengths = tuple[np.ndarray, np.ndarray]  # (source, target) of each pair
-
-
-def updates(lengths: Lengths | Callable[[int], Lengths], data: DataConfig, config: TrainConfig,
-            start: Position, min_batches: int = 1,
-            sample: Callable[[int, int], np.ndarray | None] | None = None
-            ) -> Iterator[tuple[Position, list[np.ndarray], int]]:
-    """Endless stream of (position after, the pair indices of each batch of one update, the update's
-    target tokens), starting at `start`.
-
-    Batches are accumulated until an update holds `update_tokens` target tokens and at least
-    `min_batches` batches (one per rank); an update never spans two epochs. `sample(seed, epoch)`:
-    the pairs of an epoch (`Mix.sample`; None: each pair once). `lengths`: the pairs' lengths, or
-    those of an epoch's (`lengths(epoch)`: the pieces BPE-dropout draws). The stream depends on
-    (seed, epoch) alone, so every rank computes the same one and a resumed run continues it.
-    """
-    lengths_of = lengths if callable(lengths) else lambda epoch: lengths
-    if not len(lengths_of(start.epoch)[0]):  # else this loop would spin forever, deaf to Ctrl-C
-        raise DataError("no training pairs to make batches of")
-    epoch, index = start.epoch, start.batch
-    while True:
-        src_lens, tgt_lens = lengths_of(epoch)
-        subset = sample(config.seed, epoch) if sample else None
-        order = make_batches(src_lens, tgt_lens, data.batch_tokens, config.seed, epoch, subset=subset)
-        while index < len(order):
-            group, tokens = [], 0
-            while index < len(order) and (len(group) < min_batches or tokens < config.update_tokens):
-                group.append(order[index])
-                tokens += int(tgt_lens[order[index]].sum())
-                index += 1
-            yield Position(epoch, index), group, tokens
-        epoch, index = epoch + 1, 0
-
-
-def rng_state() -> dict[str, Any]:
-    """Every random generator's state, as tensors and plain values (a checkpoint reads only those)."""
-    numpy_state = np.random.get_state(legacy=False)  # its key: a uint32 array, kept as an int64 tensor
-    key = torch.from_numpy(numpy_state["state"]["key"].astype(np.int64))
-    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
-             "numpy": {**numpy_state, "state": {"key": key, "pos": numpy_state["state"]["pos"]}}}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    numpy_state = state["numpy"]
-    if isinstance(numpy_state, dict):  # else numpy's own tuple, in states written before
-        key = numpy_state["state"]["key"]
-        numpy_state = {**numpy_state, "state": {"key": np.asarray(key, dtype=np.int64).astype(np.uint32),
-                                                "pos": numpy_state["state"]["pos"]}}
-    np.random.set_state(numpy_state)
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-@dataclass
-class Window:
-    """Training metrics since the last metrics line: loss and NLL per token, and speed."""
-
-    tokens: int = 0
-    loss: float = 0.0  # summed over tokens
-    nll: float = 0.0
-    start: float = field(default_factory=time.perf_counter)
-
-    def add(self, step_metrics: dict[str, float]) -> None:
-        self.tokens += step_metrics["tokens"]
-        self.loss += step_metrics["loss"] * step_metrics["tokens"]
-        self.nll += step_metrics["nll"] * step_metrics["tokens"]
-
-    def speed(self) -> float:
-        return self.tokens / max(time.perf_counter() - self.start, 1e-9)
-
-    def summary(self) -> dict[str, float]:
-        return {"loss": self.loss / self.tokens, "nll": self.nll / self.tokens, "tokens": self.tokens,
-                "tgt_tokens_per_s": self.speed()}
-
-
-class MetricsLog:
-    """Metrics appended as JSON lines to RUN_DIR/metrics.jsonl."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def write(self, kind: str, **values: Any) -> None:
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"kind": kind, **values}) + "\n")
-
-    def records(self, kind: str | None = None) -> list[dict[str, Any]]:
-        """The records written so far (of one `kind`, or all); a line cut short by a killed process
-        is skipped."""
-        records = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and "kind" in record and "step" in record:
-                records.append(record)
-        return [r for r in records if kind in (None, r["kind"])]
-
-    def keep_until(self, step: int) -> None:
-        """Drop the records of updates after `step`: a run resumed there replays them, and logs them
-        again. A line cut short by a crash is dropped too."""
-        if not self.path.exists():
-            return
-        kept = "".join(json.dumps(r) + "\n" for r in self.records() if r["step"] <= step)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(kept, encoding="utf-8")
-        tmp.replace(self.path)
-
-
-class Stopped(KeyboardInterrupt):
-    """A second Ctrl-C or SIGTERM: stop at once, without saving."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-class GracefulStop:
-    """The first Ctrl-C (or SIGTERM) asks the loop to stop after the current update and save;
-    `signum` says which signal asked. A second one stops at once (`Stopped`). Python delivers
-    signals to the main thread only: training in another thread leaves them as they are."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-
-    @property
-    def requested(self) -> bool:
-        return self.signum is not None
-
-    def __enter__(self) -> GracefulStop:
-        on_main = threading.current_thread() is threading.main_thread()
-        self._old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM) if on_main}
-        return self
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested:
-            raise Stopped(signum)
-        self.signum = signum
-        tqdm.write("stopping after this update and saving a checkpoint (again to stop at once)")
-
-    def __exit__(self, *exc: Any) -> None:
-        for s, handler in self._old.items():
-            signal.signal(s, handler)
-
-
-def limit_reached(config: TrainConfig, step: int, epoch: int, minutes: float) -> str | None:
-    """Which of the run's limits (`--max-steps`, `--max-epochs`, `--max-minutes`) is reached, if any."""
-    limits = (("--max-steps", config.max_steps, step), ("--max-epochs", config.max_epochs, epoch),
-              ("--max-minutes", config.max_minutes, minutes))
-    for flag, limit, value in limits:
-        if limit and value >= limit:
-            return f"{flag} {limit:g}"
-    return None
-
+from aiayn.train.logs import MetricsLog, Window
+from aiayn.train.optim import learning_rate, make_optimizer
+from aiayn.train.order import Position, rng_state, set_rng_state, updates
+from aiayn.train.step import Criterion, evaluate, train_step
+from aiayn.train.stopping import METRICS, GracefulStop, Patience, best, limit_reached, stop_reason
 
 ValidData = TokenizedCorpus | dict[str, TokenizedCorpus] | None  # one set, or one per direction
 
@@ -601,3 +332,4 @@ def _seed_rank(state: dict[str, Any] | None, seed: int, step: int, ranks: Ranks)
         set_rng_state(saved[ranks.rank])
     elif ranks.rank > 0:
         torch.manual_seed(np.random.SeedSequence([seed, ranks.rank, step]).generate_state(1)[0])
+

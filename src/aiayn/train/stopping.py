@@ -1,4 +1,7 @@
-"""Early stopping: a run stops once its validation score has not improved for `patience`
+"""When a run stops: at its limits (`limit_reached`: updates, epochs, minutes), on Ctrl-C or SIGTERM
+(`GracefulStop`: after the update, saving; a second one at once), or early.
+
+Early stopping: a run stops once its validation score has not improved for `patience`
 validations in a row, as fairseq's `--patience`, Marian's `--early-stopping` and OpenNMT-py's
 `-early_stopping` do.
 
@@ -9,8 +12,15 @@ better by more than `min_delta`; the best checkpoint is the one of the best valu
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from tqdm import tqdm
+
+from aiayn.config import TrainConfig
 
 METRICS = ("loss", "bleu", "chrf")  # what a run can stop by: validation loss, BLEU or chrF
 
@@ -57,3 +67,49 @@ def stop_reason(history: Sequence[tuple[int, float]], rule: Patience) -> str | N
     margin = f" by more than {rule.min_delta:g}" if rule.min_delta else ""
     return (f"--patience {rule.patience}: validation {rule.metric} has not improved{margin} for "
             f"{rule.patience} validations; the best, {value:.4g}, was at step {step:,}")
+
+
+class Stopped(KeyboardInterrupt):
+    """A second Ctrl-C or SIGTERM: stop at once, without saving."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class GracefulStop:
+    """The first Ctrl-C (or SIGTERM) asks the loop to stop after the current update and save;
+    `signum` says which signal asked. A second one stops at once (`Stopped`). Python delivers
+    signals to the main thread only: training in another thread leaves them as they are."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def __enter__(self) -> GracefulStop:
+        on_main = threading.current_thread() is threading.main_thread()
+        self._old = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM) if on_main}
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise Stopped(signum)
+        self.signum = signum
+        tqdm.write("stopping after this update and saving a checkpoint (again to stop at once)")
+
+    def __exit__(self, *exc: Any) -> None:
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+
+
+def limit_reached(config: TrainConfig, step: int, epoch: int, minutes: float) -> str | None:
+    """Which of the run's limits (`--max-steps`, `--max-epochs`, `--max-minutes`) is reached, if any."""
+    limits = (("--max-steps", config.max_steps, step), ("--max-epochs", config.max_epochs, epoch),
+              ("--max-minutes", config.max_minutes, minutes))
+    for flag, limit, value in limits:
+        if limit and value >= limit:
+            return f"{flag} {limit:g}"
+    return None

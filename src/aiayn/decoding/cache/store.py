@@ -131,13 +131,13 @@ def not_ours_alone(path: Path, create: bool = False) -> str | None:
 class Kind:
     """What a compiled step is for, besides its model: these make separate graphs."""
 
-    rows: int  # B, fixed per graph; 0: any count from `compiled.ANY_COUNT_FROM` on (a dynamic dimension)
+    rows: int  # B, fixed per graph; 0: any count from `step_graph.ANY_COUNT_FROM` on (a dynamic dimension)
     output: str  # logits and their normaliser, log-probabilities, or a score function's (`Step.scored`)
     traced: bool  # reads beams' histories through a table (beam search), or its own rows (greedy)
     first: bool = False  # a search's first step: one position (static), where the others take 2 or more
     beams: int = 0  # the beam size of a score function's inputs (scores (B/K, K), static), 0 without
     packed: bool = True  # on a CPU, its weights packed for oneDNN's matmul; else plain (MKL's): faster
-    # for a few rows (`compiled.ANY_COUNT_FROM`), where oneDNN's fixed cost a call exceeds the matmul
+    # for a few rows (`step_graph.ANY_COUNT_FROM`), where oneDNN's fixed cost a call exceeds the matmul
 
 
 def entry_fields(weights: str, kind: Kind, sample: Tensor) -> dict[str, Any]:

@@ -1,18 +1,6 @@
-"""The public translation API: load any model aiayn reads, and translate text with it.
-
-    import aiayn
-
-    translator = aiayn.load_translator("runs/quickstart")
-    for translation in translator.translate(["A dog runs on the beach."], beam_size=4):
-        print(translation.text, translation.score)
-
-`load_translator` recognises what a path holds (an aiayn checkpoint or run directory, a
-HuggingFace Marian directory, or a CTranslate2 export), loads it on a device and chooses how it
-computes (`prepare`: dtype, int8, a compiled decoder step, and on a CPU weights packed for the
-matmul kernels). A `Translator` translates a list of sentences (`translate`) or a stream of lines
-of any length, holding only a chunk at a time (`translate_stream`); search options are the
-fields of `DecodeConfig`. The command line, the benchmarks and the server load models for
-translation only through this module.
+"""The Translator: a loaded model, ready to translate texts (cut into sentences, searched in
+batches, joined back into their layout), files and streams of lines of any length. Search options
+are the fields of `DecodeConfig`. Made by `load_translator` (translation/loading.py).
 """
 
 from __future__ import annotations
@@ -23,24 +11,17 @@ import itertools
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import torch
-
-from aiayn import allocator, checkpoint
 from aiayn import config as cfg
 from aiayn.decoding.constrained import Steer
-from aiayn.decoding.tracing import gate
-from aiayn.decoding.translator import Translation, translate_ids
-from aiayn.interop import marian
+from aiayn.decoding.translator import Translation
 from aiayn.model import Transformer
 from aiayn.text import blocks, documents, kept, markup, segment
 from aiayn.text.glossary import Glossary
 from aiayn.tokenizer import Tokenizer
+from aiayn.translation.attention import alignment, attention_view
 
-ENGINES = ("pytorch", "ctranslate2")
-DTYPES = ("float32", "bfloat16", "float16")
 CHUNK = 2048  # lines that translate_stream sorts by length into batches and translates together: the
 # more, the closer the lengths within a batch, and the shorter the tail of its longest sentences stepping
 # alone (measured in benchmarks/detail/decode_speed.md, "A real file end to end")
@@ -48,220 +29,6 @@ FIRST_CHUNK = 128  # lines of its first chunk, then whole chunks: the first line
 # chunk of one whole batch makes fewer decoder steps than a smaller one, for a first line a little later
 # (benchmarks/detail/decode_speed.md)
 CONFIGS = 64  # kinds of settings `Translator.config` keeps, checked
-
-__all__ = ["AttentionView", "LoadedModel", "Segments", "Translation", "Translator", "load_model",
-           "load_translator", "prepare"]
-
-
-@dataclass
-class LoadedModel:
-    """A PyTorch model with its tokenizer and languages, from an aiayn checkpoint or a Marian directory."""
-
-    model: Transformer
-    tokenizer: Tokenizer
-    src_lang: str
-    tgt_lang: str
-    path: Path  # the checkpoint directory it came from (a run's newest checkpoint, say)
-    data: cfg.DataConfig  # how it was trained (defaults for a Marian model)
-    train: cfg.TrainConfig
-    decoding: dict[str, Any] = dataclasses.field(default_factory=dict)  # search settings it keeps
-
-
-def model_format(path: str | Path) -> str:
-    """What `path` holds: "aiayn" (a checkpoint or a run directory), "marian" or "ctranslate2"."""
-    path = Path(path)
-    if (path / "model.bin").exists():
-        return "ctranslate2"
-    if marian.is_marian_dir(path):
-        return "marian"
-    if checkpoint.is_checkpoint(path) or checkpoint.step_checkpoints(path):
-        return "aiayn"
-    raise checkpoint.CheckpointError(
-        f"{path}: not a model aiayn can read (an aiayn checkpoint or run directory, a Marian "
-        "directory, or a CTranslate2 export)")
-
-
-def load_model(path: str | Path, device: str | torch.device = "cpu", ema: bool = False) -> LoadedModel:
-    """The PyTorch model at `path`: an aiayn checkpoint, a run directory (its newest checkpoint), or
-    a HuggingFace MarianMTModel directory (needs transformers). `ema`: an aiayn checkpoint's moving
-    average of the weights (--ema-decay) instead of its weights."""
-    kind = model_format(path)
-    if kind == "ctranslate2":
-        raise checkpoint.CheckpointError(f"{path}: a CTranslate2 export, which only CTranslate2 runs "
-                                         "(engine ctranslate2)")
-    if ema and kind != "aiayn":
-        raise checkpoint.CheckpointError(f"{path}: a {kind} model has no moving average of its weights; "
-                                         "drop --ema")
-    if kind == "marian":
-        model, tokenizer, languages = marian.load_marian(path)
-        data = cfg.DataConfig(src_lang=languages.get("source_lang", ""),  # a Marian model is told the
-                              tgt_lang=languages.get("target_lang", ""),  # target in the source (OPUS-MT)
-                              pairs=languages.get("pairs", ()), language_token="source")
-        return LoadedModel(model.to(device), tokenizer, data.src_lang, data.tgt_lang, Path(path), data,
-                           cfg.TrainConfig())
-    ck = checkpoint.load(checkpoint.resolve(path), device, with_state=False, ema=ema)
-    return LoadedModel(ck.model, ck.tokenizer, ck.data.src_lang, ck.data.tgt_lang, ck.path, ck.data, ck.train,
-                       checkpoint.decoding(ck.path))
-
-
-def prepare(model: Transformer, device: torch.device, dtype: str = "float32", int8: bool = False,
-            compile: bool | None = False) -> tuple[Transformer, str, bool]:
-    """The model to translate with, computing as asked, a description of how, and whether its searches
-    run the compiled decoder step. The one place that chooses: int8 linear maps (CPU; for the compiled
-    step or eager), a compiled decoder step (TorchInductor packs the weights itself; on a CPU, the
-    weights stored by column for its few-row steps: `inference.weights_by_column`), weights packed
-    once for the CPU's matmul kernels (same results, faster), or a plain cast. compile=None: the
-    compiled step if this model has been compiled on this machine before (its steps are in the cache,
-    `decoding.cache`), else not. `model` (on `device`, in eval mode) may be changed or copied."""
-    from aiayn import inference
-    from aiayn.decoding.cache import store, verdict
-    from aiayn.decoding.compiled import compiled_before
-
-    torch_dtype = getattr(torch, dtype)
-    problem = verdict.known_unloadable(device) if compile is not False else ""
-    if problem:  # this machine's torch crashes loading compiled steps (`verdict.loads`)
-        if compile or store.entries():  # asked for, or what the cache holds would have been used
-            verdict.say_unloadable(problem)
-        compile = False
-    if int8:
-        if device.type != "cpu":
-            raise cfg.ConfigError("int8 is for CPUs: use device cpu")
-        if compile or (compile is None and inference.int8_compilable() and store.entries()):
-            compiled = inference.quantize_int8(model, compiled=True)  # a copy
-            if compile or compiled_before(compiled):
-                return compiled, "int8 compiled", True
-        return inference.quantize_int8(model), "int8", False
-    if compile or (compile is None and compiled_before(model.to(torch_dtype))):
-        model = model.to(torch_dtype)
-        if device.type == "cpu":  # the few-row matmuls of its steps, faster on weights by column
-            inference.weights_by_column(model)
-        return model, f"{dtype} compiled", True
-    if device.type == "cpu" and inference.packing_available(torch_dtype):
-        return inference.pack_for_cpu(model, torch_dtype), f"{dtype} packed", False
-    return model.to(torch_dtype), dtype, False
-
-
-def load_translator(path: str | Path, *, engine: str | None = None, device: str = "auto",
-                    dtype: str = "float32", int8: bool = False, ema: bool = False,
-                    compile: bool | None = None, threads: int | None = None, compute_type: str = "default",
-                    src_lang: str | None = None,
-                    tgt_lang: str | None = None, zero_shot: bool = False, **options: Any) -> Translator:
-    """A Translator for the model at `path` (see `model_format`).
-
-    src_lang, tgt_lang: the direction, for a multilingual model (default: the first it was trained
-    on; `Translator.towards` gives the others, sharing the model); a bilingual model has its own.
-    zero_shot: also a direction the multilingual model was not trained on (see `towards`).
-
-    engine: "pytorch" or "ctranslate2" (default: ctranslate2 for a CTranslate2 export, else pytorch).
-    device: auto (CUDA when present), cpu, cuda or cuda:N. threads: CPU threads (process-wide).
-    PyTorch only: dtype (float32, bfloat16, float16), int8 (CPU), ema (the moving average of an aiayn
-    checkpoint's weights, from training with --ema-decay), compile (a compiled decoder step:
-    True, False, or None: if this model has been compiled on this machine before). On a CPU, the
-    process's malloc then keeps freed memory for reuse (`allocator.keep_freed_memory`).
-    CTranslate2 only: compute_type (default, float32, int8, ...).
-    options: search defaults, the fields of DecodeConfig (beam_size, nbest, length_penalty, ...), over
-    those an aiayn checkpoint keeps (chosen on a validation set by `aiayn evaluate --sweep`), over
-    DecodeConfig's own.
-    """
-    from aiayn.train.loop import resolve_device
-
-    _check_engine_options(engine, dtype, int8, compile, compute_type, options, ema)  # before reading anything
-    engine = _engine_for(path, model_format(path), engine, compute_type)
-    if engine == "ctranslate2":
-        _check_engine_options(engine, dtype, int8, compile, compute_type, options, ema)
-    if threads:
-        torch.set_num_threads(threads)
-    device_ = resolve_device(device)
-    threads_ = torch.get_num_threads()
-    plural = "s" if threads_ > 1 else ""
-    on = f"on {device_}, {threads_} thread{plural}" if device_.type == "cpu" else f"on {device_}"
-    if engine == "ctranslate2":
-        from aiayn.interop.ctranslate2 import CTranslate2Translator
-
-        ct2 = CTranslate2Translator(path, device_.type, threads_, compute_type)
-        defaults = cfg.build(cfg.DecodeConfig, {"penalty_form": "plain", **options}, "translator options")
-        translator = Translator(lambda ids, config, progress, steers=None: ct2.translate(ids, config, steers),
-                                defaults, None,
-                                ct2.tokenizer, *ct2.languages, f"ctranslate2 {compute_type} {on}",
-                                ct2.max_source_len, pairs=ct2.pairs, language_token=ct2.language_token)
-        return _in_direction(translator, src_lang, tgt_lang, zero_shot, path)
-    if device_.type == "cpu":
-        allocator.keep_freed_memory()  # a search's large tensors reuse freed memory (process-wide)
-    loaded = load_model(path, device_, ema)
-    model, how, compiled = prepare(loaded.model.eval(), device_, dtype, int8, compile)
-    defaults = cfg.build(cfg.DecodeConfig, {**loaded.decoding, "compile": compiled, **options},
-                         "translator options")
-
-    def run(ids: list[list[int]], config: cfg.DecodeConfig, progress: bool,
-            steers: list[Steer] | None = None) -> list[list[Translation]]:
-        return translate_ids(model, loaded.tokenizer, ids, config, progress, steers)
-
-    translator = Translator(run, defaults, model, loaded.tokenizer, loaded.src_lang, loaded.tgt_lang,
-                            f"pytorch {how} {on}", max_source_len(loaded), pairs=loaded.data.pairs,
-                            language_token=loaded.data.language_token)
-    return _in_direction(translator, src_lang, tgt_lang, zero_shot, path)
-
-
-def _in_direction(translator: Translator, src_lang: str | None, tgt_lang: str | None, zero_shot: bool,
-                  path: str | Path) -> Translator:
-    """`translator` for the direction asked: a multilingual model's (default: its first, see
-    `Translator.towards`); a bilingual model translates its own only."""
-    if translator.pairs:  # the first direction that fits the languages given (else the first)
-        pairs = [pair.split("-") for pair in translator.pairs]
-        fits = [(s, t) for s, t in pairs if src_lang in (None, s) and tgt_lang in (None, t)]
-        src, tgt = fits[0] if fits else pairs[0]
-        return translator.towards(src_lang or src, tgt_lang or tgt, zero_shot)
-    has = (translator.src_lang, translator.tgt_lang)
-    if all(has) and (src_lang or has[0], tgt_lang or has[1]) != has:
-        raise cfg.ConfigError(f"{path} translates {has[0]}->{has[1]}, not {src_lang or has[0]}->"
-                              f"{tgt_lang or has[1]}")
-    return translator
-
-
-def max_source_len(loaded: LoadedModel) -> int:
-    """The longest sentence, in source tokens, that a model takes: the longest it was trained on,
-    and with learned positions, no more than it has positions for (one goes to eos)."""
-    c = loaded.model.config
-    longest = loaded.data.max_len + bool(loaded.data.pairs)  # and a multilingual model's >>xx<<
-    return min(longest, c.max_positions - 1) if c.positional == "learned" else longest
-
-
-def _check_engine_options(engine: str | None, dtype: str, int8: bool, compile: bool, compute_type: str,
-                          options: dict[str, Any], ema: bool = False) -> None:
-    """Options of one engine given with the other are errors, not silently ignored."""
-    if engine not in (None, *ENGINES):
-        raise cfg.ConfigError(f"engine={engine!r} is not one of {', '.join(ENGINES)}")
-    if dtype not in DTYPES:
-        raise cfg.ConfigError(f"dtype={dtype!r} is not one of {', '.join(DTYPES)}")
-    if int8 and dtype != "float32":
-        raise cfg.ConfigError(f"--int8 and --dtype {dtype} are alternatives: choose one")
-    if engine == "ctranslate2":
-        pytorch_only = (("--int8", int8), (f"--dtype {dtype}", dtype != "float32"), ("--compile", compile),
-                        ("--ema", ema))
-        for flag, given in pytorch_only:
-            if given:
-                raise cfg.ConfigError(f"{flag} is for --engine pytorch; CTranslate2 takes --compute-type "
-                                      "(int8, bfloat16, ...)")
-        if options.get("penalty_form") == "gnmt":
-            raise cfg.ConfigError("--penalty-form gnmt is for --engine pytorch; CTranslate2's length "
-                                  "penalty is the plain form")
-    elif engine == "pytorch" and compute_type != "default":
-        raise cfg.ConfigError(f"--compute-type {compute_type} is for --engine ctranslate2; PyTorch takes "
-                              "--int8 or --dtype")
-
-
-def _engine_for(path: str | Path, kind: str, engine: str | None, compute_type: str) -> str:
-    """The engine for a model of format `kind`: the one asked for, if it can run it."""
-    if engine == "ctranslate2" and kind != "ctranslate2":
-        raise cfg.ConfigError(f"{path} is not a CTranslate2 export (no model.bin): make one with "
-                              "`aiayn export ctranslate2`")
-    if engine == "pytorch" and kind == "ctranslate2":
-        raise cfg.ConfigError(f"{path} is a CTranslate2 export: translate it with --engine ctranslate2")
-    engine = engine or ("ctranslate2" if kind == "ctranslate2" else "pytorch")
-    if engine == "pytorch" and compute_type != "default":
-        raise cfg.ConfigError(f"--compute-type {compute_type} is for CTranslate2 exports; PyTorch takes "
-                              "--int8 or --dtype")
-    return engine
 
 
 # (source ids of each sentence, without eos; search settings; progress bar; what each sentence's
@@ -360,19 +127,19 @@ class Translator:
         """How many compiled graphs this translator holds: decoder steps (one per kind of search and
         small row count, one for any count from 8 rows) and lone sentences' whole beam searches (one
         per beam size)."""
-        from aiayn.decoding import compiled, whole
+        from aiayn.decoding import step_graph, whole
 
         if self.model is None:
             return 0
-        return len(compiled.graphs(self.model)) + len(whole.graphs(self.model))
+        return len(step_graph.graphs(self.model)) + len(whole.graphs(self.model))
 
     def warm_up(self) -> None:
         """Translate once (compiled: a lone sentence, its whole beam search, `decoding.whole`), and
         with a compiled decoder step, a batch starting at each compiled step that batches of up to the
-        batch size reach (`compiled.row_buckets`), of growing lengths so that its search shrinks
+        batch size reach (`step_graph.row_buckets`), of growing lengths so that its search shrinks
         through the smaller ones: each step is loaded, or compiled, now. The largest first: the steps
         its search shrinks through are compiled alongside (`cache.alongside`)."""
-        from aiayn.decoding.compiled import row_buckets
+        from aiayn.decoding.step_graph import row_buckets
 
         self.translate(["warm up"])
         if self.defaults.compile:
@@ -603,49 +370,3 @@ def whole_text(sentences: list[Translation], join: Callable[[list[Translation]],
     return best
 
 
-@dataclass
-class AttentionView:
-    """One sentence's translation and the attention weights of every layer and head."""
-
-    sentence: str  # the source sentence
-    translation: str
-    source: list[str]  # source pieces, then </s>
-    target_in: list[str]  # <s>, then the translation's pieces: the decoder's positions
-    target_out: list[str]  # what each decoder position predicts: the pieces, then </s>
-    # Per layer: "encoder" (H, S, S), "decoder" (H, T, T), "cross" (H, T, S).
-    maps: dict[str, list[torch.Tensor]]
-    prefix: int = 0  # source pieces before the sentence's: a multilingual model's >>xx<<
-
-    def labels(self, kind: str) -> tuple[list[str], list[str]]:
-        """(query labels, key labels) of one kind of attention."""
-        return {"encoder": (self.source, self.source), "decoder": (self.target_in, self.target_in),
-                "cross": (self.target_in, self.source)}[kind]
-
-
-def alignment(view: AttentionView) -> list[int]:
-    """For each target token, the sentence's source token (not </s>, nor a prefix; counted from the
-    sentence's first) it attends to most: cross-attention averaged over layers and heads, at the
-    decoder position that predicts the token."""
-    cross = torch.stack(view.maps["cross"]).mean(dim=(0, 1))  # (T, S): T = <s> + tokens, S = pieces + </s>
-    return cross[: len(view.target_out) - 1, view.prefix: len(view.source) - 1].argmax(dim=-1).tolist()
-
-
-@torch.no_grad()
-def attention_view(model: Transformer, tokenizer: Tokenizer, sentence: str, translation: Translation,
-                   prefix: tuple[int, ...] = (), start: int | None = None) -> AttentionView:
-    """Every layer's and head's attention weights for `translation` of `sentence`: the translation run
-    once more through the model with teacher forcing (`Transformer.attention_maps`; the cached
-    step-by-step decoder computes the same weights). `prefix`: the source's first ids, `start` the
-    decoder's (default bos): a multilingual model's target language."""
-    c = model.config
-    src_ids = [*prefix, *tokenizer.encode([sentence])[0], c.eos_id]
-    tgt_in = [c.bos_id if start is None else start] + translation.tokens
-    device = next(model.parameters()).device
-    src, tgt = torch.tensor([src_ids], device=device), torch.tensor([tgt_in], device=device)
-    with gate.running():  # a server's other thread may be compiling a step
-        _, maps = model.attention_maps(src, tgt)
-    kinds = {"encoder": maps.encoder, "decoder": maps.decoder, "cross": maps.cross}
-    return AttentionView(sentence, translation.text, tokenizer.pieces(src_ids, "source"),
-                         tokenizer.pieces(tgt_in), tokenizer.pieces(translation.tokens + [c.eos_id]),
-                         {kind: [w[0].float().cpu() for w in weights] for kind, weights in kinds.items()},
-                         len(prefix))

@@ -1,0 +1,64 @@
+"""A translation's attention weights, every layer's and head's, and the alignment read from them
+(which source word each target word attends to most): for the explain page, the pictures, and
+carrying inline markup onto the words of a translation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from aiayn.decoding.tracing import gate
+from aiayn.decoding.translator import Translation
+from aiayn.model import Transformer
+from aiayn.tokenizer import Tokenizer
+
+
+@dataclass
+class AttentionView:
+    """One sentence's translation and the attention weights of every layer and head."""
+
+    sentence: str  # the source sentence
+    translation: str
+    source: list[str]  # source pieces, then </s>
+    target_in: list[str]  # <s>, then the translation's pieces: the decoder's positions
+    target_out: list[str]  # what each decoder position predicts: the pieces, then </s>
+    # Per layer: "encoder" (H, S, S), "decoder" (H, T, T), "cross" (H, T, S).
+    maps: dict[str, list[torch.Tensor]]
+    prefix: int = 0  # source pieces before the sentence's: a multilingual model's >>xx<<
+
+    def labels(self, kind: str) -> tuple[list[str], list[str]]:
+        """(query labels, key labels) of one kind of attention."""
+        return {"encoder": (self.source, self.source), "decoder": (self.target_in, self.target_in),
+                "cross": (self.target_in, self.source)}[kind]
+
+
+def alignment(view: AttentionView) -> list[int]:
+    """For each target token, the sentence's source token (not </s>, nor a prefix; counted from the
+    sentence's first) it attends to most: cross-attention averaged over layers and heads, at the
+    decoder position that predicts the token."""
+    cross = torch.stack(view.maps["cross"]).mean(dim=(0, 1))  # (T, S): T = <s> + tokens, S = pieces + </s>
+    return cross[: len(view.target_out) - 1, view.prefix: len(view.source) - 1].argmax(dim=-1).tolist()
+
+
+@torch.no_grad()
+def attention_view(model: Transformer, tokenizer: Tokenizer, sentence: str, translation: Translation,
+                   prefix: tuple[int, ...] = (), start: int | None = None) -> AttentionView:
+    """Every layer's and head's attention weights for `translation` of `sentence`: the translation run
+    once more through the model with teacher forcing (`Transformer.attention_maps`; the cached
+    step-by-step decoder computes the same weights). `prefix`: the source's first ids, `start` the
+    decoder's (default bos): a multilingual model's target language."""
+    c = model.config
+    src_ids = [*prefix, *tokenizer.encode([sentence])[0], c.eos_id]
+    tgt_in = [c.bos_id if start is None else start] + translation.tokens
+    device = next(model.parameters()).device
+    src, tgt = torch.tensor([src_ids], device=device), torch.tensor([tgt_in], device=device)
+    with gate.running():  # a server's other thread may be compiling a step
+        _, maps = model.attention_maps(src, tgt)
+    kinds = {"encoder": maps.encoder, "decoder": maps.decoder, "cross": maps.cross}
+    return AttentionView(sentence, translation.text, tokenizer.pieces(src_ids, "source"),
+                         tokenizer.pieces(tgt_in), tokenizer.pieces(translation.tokens + [c.eos_id]),
+                         {kind: [w[0].float().cpu() for w in weights] for kind, weights in kinds.items()},
+                         len(prefix))
+
