@@ -158,6 +158,30 @@ def test_attention_weights_come_on_request(trained_run):
     assert torch.allclose(view.maps["cross"][0].sum(-1), torch.ones(4, len(queries)), atol=1e-5)
 
 
+def test_attention_of_many_sentences_in_batches_is_each_ones_own(trained_run):
+    """`attention_views` pads a batch: each view, cut to its sentence, holds the weights that one
+    sentence run alone gets (`attention_view`), every kind, layer and head."""
+    from aiayn.translation import attention_view
+    from aiayn.translation.attention import attention_views
+
+    translator = load_translator(trained_run)
+    sentences = ["a b c", "d e f g h i j", "q", "k l m n"]
+    pairs = list(zip(sentences, translator.translate(sentences), strict=True))
+    together = attention_views(translator.model, translator.tokenizer, pairs, batch=3)
+    decoder_only = attention_views(translator.model, translator.tokenizer, pairs, batch=3, encoder=False)
+    for view, full in zip(decoder_only, together, strict=True):
+        assert set(view.maps) == {"decoder", "cross"}
+        assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(view.maps["cross"], full.maps["cross"],
+                                                                      strict=True))
+    for (sentence, translation), view in zip(pairs, together, strict=True):
+        alone = attention_view(translator.model, translator.tokenizer, sentence, translation)
+        labels = (view.source, view.target_in, view.target_out)
+        assert labels == (alone.source, alone.target_in, alone.target_out)
+        for kind, maps in alone.maps.items():
+            for mine, its in zip(view.maps[kind], maps, strict=True):
+                assert mine.shape == its.shape and torch.allclose(mine, its, atol=1e-5), kind
+
+
 def test_mistakes_are_clear_errors(formats):
     translator = load_translator(formats["aiayn"])
     with pytest.raises(ConfigError, match="unknown DecodeConfig option.*beam_width"):

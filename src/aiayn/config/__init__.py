@@ -9,14 +9,14 @@ overrides.
 """
 
 from aiayn.config.fields import (
-                                 DEVICE,
-                                 LISTS,
-                                 ConfigError,
-                                 build,
-                                 check_device,
-                                 describe_bounds,
-                                 in_bounds,
-                                 to_dict,
+    DEVICE,
+    LISTS,
+    ConfigError,
+    build,
+    check_device,
+    describe_bounds,
+    in_bounds,
+    to_dict,
 )
 from aiayn.config.model import PRESETS, ModelConfig, model_config
 from aiayn.config.recipes import SECTIONS, Recipe, default_preset, load_config_file, recipe

@@ -7,12 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aiayn.config.fields import (
-    ConfigError,
-    _check_fields,
-    _opt,
-    build,
-)
+from aiayn.config.fields import ConfigError, _check_fields, _opt, build
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aiayn.config.fields import (
-    ConfigError,
-    build,
-)
+from aiayn.config.fields import ConfigError, build
 from aiayn.config.model import PRESETS, ModelConfig
 from aiayn.config.training import DataConfig, TrainConfig
 

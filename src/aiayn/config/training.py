@@ -7,12 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from aiayn.config.fields import (
-    ConfigError,
-    _check_fields,
-    _opt,
-    check_device,
-)
+from aiayn.config.fields import ConfigError, _check_fields, _opt, check_device
 
 
 @dataclass(frozen=True)

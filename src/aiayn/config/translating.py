@@ -6,11 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aiayn.config.fields import (
-    ConfigError,
-    _check_fields,
-    _opt,
-)
+from aiayn.config.fields import ConfigError, _check_fields, _opt
 
 
 @dataclass(frozen=True)

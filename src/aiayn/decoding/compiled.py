@@ -59,19 +59,8 @@ from torch import Tensor
 
 from aiayn.decoding import packages
 from aiayn.decoding.cache import compiling
-from aiayn.decoding.step_graph import (
-    Output,
-    packages_for,
-    row_bucket,
-    weight_versions,
-)
-from aiayn.decoding.steps import (
-    LEAVE_AT,
-    Score,
-    Step,
-    next_log_probs,
-    next_logits,
-)
+from aiayn.decoding.step_graph import Output, packages_for, row_bucket, weight_versions
+from aiayn.decoding.steps import LEAVE_AT, Score, Step, next_log_probs, next_logits
 from aiayn.decoding.tracing import gate
 from aiayn.model import DecoderCache, Transformer
 from aiayn.model.masks import padding_mask

@@ -22,11 +22,7 @@ from torch.export import Dim
 
 from aiayn.decoding import kernels, packages
 from aiayn.decoding.cache import compiling, store
-from aiayn.decoding.steps import (
-    Score,
-    log_probs,
-    logits_and_normaliser,
-)
+from aiayn.decoding.steps import Score, log_probs, logits_and_normaliser
 from aiayn.decoding.tracing import gate
 from aiayn.model import Transformer
 

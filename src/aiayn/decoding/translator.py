@@ -9,7 +9,7 @@ others share its batch.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +61,27 @@ def found(tokenizer: Tokenizer, hyp: Hypothesis) -> Translation:
     return Translation(tokenizer.decode(hyp.tokens), hyp.score, hyp.log_prob, hyp.tokens,
                        confidence=hyp.log_prob / (len(hyp.tokens) + 1))
 
+
+
+def whole_text(sentences: list[Translation], join: Callable[[list[Translation]], str]) -> Translation:
+    """A text's Translation from its sentences' (see translation.Translator); `join` puts a
+    translation of each sentence into the text."""
+    if not sentences:
+        return Translation(join([]), 0.0, 0.0, [])
+    ranked = [[s, *s.alternatives] for s in sentences]
+
+    def kth(k: int) -> Translation:
+        hyps = [r[min(k, len(r) - 1)] for r in ranked]
+        return Translation(join(hyps), sum(h.score for h in hyps), sum(h.log_prob for h in hyps),
+                           [t for h in hyps for t in h.tokens], confidence=Translation.pooled(hyps))
+
+    best = kth(0)
+    best.alternatives = [kth(k) for k in range(1, max(len(r) for r in ranked))]
+    if len(sentences) > 1:
+        best.sentences = sentences
+    else:
+        best.attention = sentences[0].attention
+    return best
 
 def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
            generator: torch.Generator | None = None, steers: Sequence[Steer] | None = None

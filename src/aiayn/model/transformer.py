@@ -170,9 +170,10 @@ class Transformer(nn.Module):
         cross_attn = [layer.cross_attn.project_kv(memory) for layer in self.decoder.layers]
         return DecoderCache(self_attn, cross_attn, rows_per_sentence)
 
-    def attention_maps(self, src: Tensor, tgt: Tensor) -> tuple[Tensor, AttentionMaps]:
-        """Teacher-forced logits (B, T, V) and the attention weights of every layer and head."""
-        memory, encoder_weights = self._encode(src, need_weights=True)
+    def attention_maps(self, src: Tensor, tgt: Tensor, encoder: bool = True) -> tuple[Tensor, AttentionMaps]:
+        """Teacher-forced logits (B, T, V) and the attention weights of every layer and head (with
+        `encoder` False, the decoder's only: the encoder takes its fast path)."""
+        memory, encoder_weights = self._encode(src, need_weights=encoder)
         hidden, decoder_weights = self._decode(tgt, memory, src, need_weights=True)
         self_weights, cross_weights = (list(w) for w in zip(*decoder_weights, strict=True))
         return self.logits(hidden), AttentionMaps(encoder_weights, self_weights, cross_weights)

@@ -16,28 +16,19 @@ translation only through this module.
 """
 
 from aiayn.decoding.constrained import Steer
-from aiayn.decoding.translator import Translation
+from aiayn.decoding.translator import Translation, whole_text
 from aiayn.translation.attention import AttentionView, alignment, attention_view
 from aiayn.translation.loading import (
-                                       DTYPES,
-                                       ENGINES,
-                                       LoadedModel,
-                                       load_model,
-                                       load_translator,
-                                       max_source_len,
-                                       model_format,
-                                       prepare,
+    DTYPES,
+    ENGINES,
+    LoadedModel,
+    load_model,
+    load_translator,
+    max_source_len,
+    model_format,
+    prepare,
 )
-from aiayn.translation.translator import (
-                                       CHUNK,
-                                       CONFIGS,
-                                       FIRST_CHUNK,
-                                       Engine,
-                                       Layout,
-                                       Segments,
-                                       Translator,
-                                       whole_text,
-)
+from aiayn.translation.translator import CHUNK, CONFIGS, FIRST_CHUNK, Engine, Layout, Segments, Translator
 
 __all__ = ["CHUNK", "CONFIGS", "DTYPES", "ENGINES", "FIRST_CHUNK", "AttentionView", "Engine", "Layout",
            "LoadedModel", "Segments", "Steer", "Translation", "Translator", "alignment", "attention_view",

@@ -15,12 +15,12 @@ from typing import Any
 
 from aiayn import config as cfg
 from aiayn.decoding.constrained import Steer
-from aiayn.decoding.translator import Translation
+from aiayn.decoding.translator import Translation, whole_text
 from aiayn.model import Transformer
 from aiayn.text import blocks, documents, kept, markup, segment
 from aiayn.text.glossary import Glossary
 from aiayn.tokenizer import Tokenizer
-from aiayn.translation.attention import alignment, attention_view
+from aiayn.translation.attention import AttentionView, alignment, attention_view, attention_views
 
 CHUNK = 2048  # lines that translate_stream sorts by length into batches and translates together: the
 # more, the closer the lengths within a batch, and the shorter the tail of its longest sentences stepping
@@ -223,9 +223,39 @@ class Translator:
         nbests = iter(self.search([ids for s in segments for ids in s.ids], progress=progress,
                                   steers=steers, **options))
         guards = iter(steers) if steers is not None else None
-        done = [self.assemble(s, [next(nbests) for _ in s.ids], attention,
-                              None if guards is None else [next(guards) for _ in s.ids]) for s in segments]
+        lists = [[next(nbests) for _ in s.ids] for s in segments]
+        views = self._views(segments, lists, attention)
+        done = [self.assemble(s, found, attention, None if guards is None else [next(guards) for _ in s.ids],
+                              views) for s, found in zip(segments, lists, strict=True)]
         return [_plain(t) if i in marked else t for i, t in enumerate(done)]
+
+    def _views(self, segments: Sequence[Segments], lists: Sequence[Sequence[list[Translation]]],
+               attention: bool) -> dict[tuple[str, tuple[int, ...]], AttentionView]:
+        """The attention views that assembling these texts will read, computed in batches (one model
+        call per `attention_views` batch, not one per sentence): every best translation's with
+        `attention`, else those of the sentences whose inline tags (or kept spans) must be carried
+        over (found by joining each text once with stand-in projectors). Keyed by (sentence, tokens)."""
+        if self.model is None:
+            return {}
+        pairs = []
+        for s, found in zip(segments, lists, strict=True):
+            best = [n[0] for n in found]
+            asked: set[int] = set()
+
+            def record(i: int, s: Segments = s, best: list[Translation] = best, asked: set[int] = asked
+                       ) -> blocks.Projector:
+                asked.add(i)
+                return blocks.proportional(len(s.layout.sentences[i]), best[i].text)
+
+            if not attention:
+                s.layout.join([t.text for t in best], self.tgt_lang, record)
+            chosen = range(len(best)) if attention else sorted(asked)
+            pairs += [(s.layout.sentences[i], best[i]) for i in chosen if best[i].tokens]
+        if not pairs:
+            return {}
+        views = attention_views(self.model, self.tokenizer, pairs, self.source_prefix, self.start,
+                                encoder=attention)
+        return {(sentence, tuple(t.tokens)): view for (sentence, t), view in zip(pairs, views, strict=True)}
 
     def search(self, ids: Sequence[list[int]], *, progress: bool = False,
                steers: Sequence[Steer] | None = None, **options: Any) -> list[list[Translation]]:
@@ -272,10 +302,13 @@ class Translator:
         return [Steer(p, tuple(b)) for p, b in zip(ids, begins, strict=True)]
 
     def assemble(self, segments: Segments, nbests: Sequence[list[Translation]], attention: bool = False,
-                 steers: Sequence[Steer] | None = None) -> Translation:
+                 steers: Sequence[Steer] | None = None,
+                 views: Mapping[tuple[str, tuple[int, ...]], AttentionView] | None = None) -> Translation:
         """A text's translation from the n-best list of each of its sentences (`search`), joined into
         its layout (see the class); `attention`: with each sentence's attention weights; `steers`: what
-        each sentence was steered to hold (a kept span never replaces its terms: `blocks.Guarded`)."""
+        each sentence was steered to hold (a kept span never replaces its terms: `blocks.Guarded`);
+        `views`: attention views computed already (`_views`), by (sentence, tokens)."""
+        views = views or {}
         if attention and self.model is None:
             raise cfg.ConfigError("attention weights come from the PyTorch model: use engine pytorch")
         if len(nbests) != len(segments.ids):
@@ -284,29 +317,33 @@ class Translator:
         for sentence, (best, *others) in zip(segments.layout.sentences, nbests, strict=True):
             best = dataclasses.replace(best, alternatives=others)
             if attention:
-                best.attention = attention_view(self.model, self.tokenizer, sentence, best,
-                                                self.source_prefix, self.start)
+                best.attention = views.get((sentence, tuple(best.tokens))) or attention_view(
+                    self.model, self.tokenizer, sentence, best, self.source_prefix, self.start)
             sentences.append(best)
         terms = [[self.tokenizer.decode(list(p)) for p in s.phrases] for s in steers] if steers else None
-        return whole_text(sentences, lambda hyps: self._join(segments.layout, hyps, terms))
+        return whole_text(sentences, lambda hyps: self._join(segments.layout, hyps, terms, views))
 
     def _join(self, layout: Layout, translations: list[Translation],
-              terms: Sequence[Sequence[str]] | None = None) -> str:
+              terms: Sequence[Sequence[str]] | None = None,
+              views: Mapping[tuple[str, tuple[int, ...]], AttentionView] | None = None) -> str:
         """A translation of each sentence put into the text; `terms`: each sentence's target words that
-        a kept span must not replace."""
+        a kept span must not replace; `views`: attention views computed already."""
         def project(i: int) -> blocks.Projector:
-            projector = self._projector(layout.sentences[i], translations[i])
+            view = (views or {}).get((layout.sentences[i], tuple(translations[i].tokens)))
+            projector = self._projector(layout.sentences[i], translations[i], view)
             protected = blocks.occurrences(terms[i], translations[i].text) if terms else ()
             return blocks.Guarded(projector, protected) if protected else projector
 
         return layout.join([t.text for t in translations], self.tgt_lang, project)
 
-    def _projector(self, sentence: str, translation: Translation) -> blocks.Projector:
+    def _projector(self, sentence: str, translation: Translation, view: AttentionView | None = None
+                   ) -> blocks.Projector:
         """How a span of `sentence` (an HTML tag's words) is carried onto its translation: by the
-        words aligned to it in the PyTorch model's cross-attention, else by its place in the sentence."""
+        words aligned to it in the PyTorch model's cross-attention (`view`, if computed already), else
+        by its place in the sentence."""
         if self.model is not None and translation.tokens:
-            view = translation.attention or attention_view(self.model, self.tokenizer, sentence, translation,
-                                                           self.source_prefix, self.start)
+            view = view or translation.attention or attention_view(
+                self.model, self.tokenizer, sentence, translation, self.source_prefix, self.start)
             source = blocks.token_spans(view.source[view.prefix:-1], sentence)
             target = blocks.token_spans(view.target_out[:-1], translation.text)
             if source is not None and target is not None:
@@ -347,26 +384,3 @@ def _plain(translation: Translation) -> Translation:
     """A translation of text with kept spans (text/kept.py) as plain text, its alternatives too."""
     return dataclasses.replace(translation, text=kept.from_html(translation.text),
                                alternatives=[_plain(t) for t in translation.alternatives])
-
-
-def whole_text(sentences: list[Translation], join: Callable[[list[Translation]], str]) -> Translation:
-    """A text's Translation from its sentences' (see `Translator`); `join` puts a translation of
-    each sentence into the text."""
-    if not sentences:
-        return Translation(join([]), 0.0, 0.0, [])
-    ranked = [[s, *s.alternatives] for s in sentences]
-
-    def kth(k: int) -> Translation:
-        hyps = [r[min(k, len(r) - 1)] for r in ranked]
-        return Translation(join(hyps), sum(h.score for h in hyps), sum(h.log_prob for h in hyps),
-                           [t for h in hyps for t in h.tokens], confidence=Translation.pooled(hyps))
-
-    best = kth(0)
-    best.alternatives = [kth(k) for k in range(1, max(len(r) for r in ranked))]
-    if len(sentences) > 1:
-        best.sentences = sentences
-    else:
-        best.attention = sentences[0].attention
-    return best
-
-
