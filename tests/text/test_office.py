@@ -271,7 +271,7 @@ def with_member(data, path, replacement):
 @pytest.mark.parametrize("kind, make, part, xml", [
     ("pptx", slides_file, "ppt/slides/slide1.xml", "ppt/slides/slide1.xml"),
     ("odt", opendocument_text, "content.xml", "content.xml"),
-    ("odp", opendocument_presentation, "content.xml", "styles.xml"),
+    ("odp", opendocument_presentation, "content.xml", "content.xml"),
     ("epub", epub_file, "OEBPS/Text/chapter 1.xhtml", "OEBPS/content.opf")])  # XHTML: read as HTML
 def test_broken_and_hostile_files_of_each_kind_are_refused_with_one_line(kind, make, part, xml):
     good = make()

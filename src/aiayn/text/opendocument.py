@@ -1,6 +1,7 @@
 """OpenDocument text and presentations (.odt, .odp), their structure and formatting kept: every
-paragraph and heading (`text:p`, `text:h`) of the document and of its styles (headers, footers) is a
-text: in lists, tables, frames and text boxes, slides and their notes, footnotes and comments. In
+paragraph and heading (`text:p`, `text:h`) of the document is a text: in lists, tables, frames and
+text boxes, slides and their notes, footnotes and comments; and of a text document's styles, its
+headers and footers (a presentation's styles hold its masters' placeholder prompts: left as they are). In
 OpenDocument a paragraph's text is mixed content: text between elements, formatted by the spans
 (`text:span`) and links (`text:a`) around it. Each stretch of text is a run, carried as an HTML span
 (text/runs.py); a space element (`text:s`) becomes spaces in its run, tabs, line breaks and anything
@@ -21,8 +22,8 @@ TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 PARAGRAPHS = (f"{TEXT}p", f"{TEXT}h")
 INLINE = (f"{TEXT}span", f"{TEXT}a")  # elements whose text is the paragraph's, formatted
 XLINK_HREF = "{http://www.w3.org/1999/xlink}href"
-PARTS = ("content.xml", "styles.xml")
-MIMETYPES = ("application/vnd.oasis.opendocument.text", "application/vnd.oasis.opendocument.presentation")
+PARTS = {"application/vnd.oasis.opendocument.text": ("content.xml", "styles.xml"),  # styles: headers, footers
+         "application/vnd.oasis.opendocument.presentation": ("content.xml",)}  # styles: master prompts
 
 
 class Run:
@@ -53,10 +54,10 @@ class Run:
 def read(data: bytes, name: str) -> Document:
     archive = open_zip(data, name, "an OpenDocument file")
     mimetype = member(archive, "mimetype", name).decode("ascii", "replace").strip()
-    if mimetype not in MIMETYPES:
+    if mimetype not in PARTS:
         raise DocumentError(f"{name}: an OpenDocument file of type {mimetype!r}; text (.odt) and "
                             "presentations (.odp) are translated")
-    trees = {path: parse_xml(member(archive, path, name), name, path) for path in PARTS
+    trees = {path: parse_xml(member(archive, path, name), name, path) for path in PARTS[mimetype]
              if path in archive.namelist()}
     paragraphs: list[list[Run]] = []
     for tree in trees.values():

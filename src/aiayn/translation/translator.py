@@ -247,7 +247,7 @@ class Translator:
                 asked.add(i)
                 return blocks.proportional(len(s.layout.sentences[i]), best[i].text)
 
-            if not attention:
+            if not attention and isinstance(s.layout, markup.Document):  # plain text carries no spans
                 s.layout.join([t.text for t in best], self.tgt_lang, record)
             chosen = range(len(best)) if attention else sorted(asked)
             pairs += [(s.layout.sentences[i], best[i]) for i in chosen if best[i].tokens]
