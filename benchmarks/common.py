@@ -201,3 +201,22 @@ def training_data(smoke: bool) -> tuple[ParallelCorpus, Tokenizer]:
     data_dir()
     corpus = load_corpus("synthetic:copy" if smoke else "multi30k", "en", "de")
     return corpus, Tokenizer.train(corpus.source + corpus.target, 512 if smoke else 8000)
+
+
+def smoke_model() -> Path:
+    """A tiny model trained for a few updates to reverse letters, for the scripts' smoke modes: it
+    translates badly, and loops."""
+    import tempfile
+
+    from aiayn.cli import main as aiayn
+
+    run = Path(tempfile.mkdtemp()) / "smoke"
+    assert aiayn(["train", "--preset", "tiny", "--train", "synthetic:reverse", "--out", str(run),
+                  "--max-steps", "20", "--batch-tokens", "512", "--valid-every", "0",
+                  "--bleu-every", "0"]) == 0
+    return run
+
+
+def run_name(path: str | Path) -> str:
+    """A run's name in a table: runs/exp-c2/averaged -> exp-c2/averaged."""
+    return "/".join(Path(path).parts[-2:])

@@ -14,10 +14,8 @@ them (`aiayn evaluate --sweep`'s choice, if any).
 from __future__ import annotations
 
 import statistics
-import tempfile
-from pathlib import Path
 
-from common import data_dir, detail, record
+from common import data_dir, detail, record, run_name, smoke_model
 from common import parser as benchmark_parser
 from sacrebleu.metrics import CHRF
 
@@ -53,7 +51,7 @@ def main() -> None:
     args = parser.parse_args()
     data_dir()
     if args.smoke:
-        models, test = [_smoke_model()], "synthetic:reverse:val"
+        models, test = [smoke_model()], "synthetic:reverse:val"
     else:
         if not args.model:
             parser.error("--model RUN [RUN ...] is needed (or --smoke)")
@@ -72,7 +70,7 @@ def main() -> None:
         sure, quality = [c for c, _ in pairs], [q for _, q in pairs]
         fifth = max(1, len(pairs) // 5)
         by_confidence = [q for _, q in sorted(pairs)]
-        rows.append(f"| {_name(path)} | {len(pairs)} | {spearman(sure, quality):.3f} | "
+        rows.append(f"| {run_name(path)} | {len(pairs)} | {spearman(sure, quality):.3f} | "
                     f"{statistics.mean(sure):.3f} | {statistics.mean(by_confidence[:fifth]):.1f} | "
                     f"{statistics.mean(by_confidence[-fifth:]):.1f} |")
         print(rows[-1], flush=True)
@@ -80,22 +78,6 @@ def main() -> None:
     print(table)
     if args.record and not args.smoke:
         record(f"Confidence against sentence chrF on {test}", table, path=detail("confidence"))
-
-
-def _name(path: str | Path) -> str:
-    """A run's name: runs/exp-c2/averaged -> exp-c2/averaged."""
-    return "/".join(Path(path).parts[-2:])
-
-
-def _smoke_model() -> Path:
-    """A tiny model trained for a few updates to reverse letters."""
-    from aiayn.cli import main as aiayn
-
-    run = Path(tempfile.mkdtemp()) / "smoke"
-    assert aiayn(["train", "--preset", "tiny", "--train", "synthetic:reverse", "--out", str(run),
-                  "--max-steps", "20", "--batch-tokens", "512", "--valid-every", "0",
-                  "--bleu-every", "0"]) == 0
-    return run
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from common import data_dir, detail, record
+from common import data_dir, detail, record, smoke_model
 from common import parser as benchmark_parser
 
 
@@ -125,7 +125,7 @@ def main() -> None:
         return
     data_dir()
     if args.smoke:
-        model, args.slides, args.pages = str(_smoke_model()), 2, 2
+        model, args.slides, args.pages = str(smoke_model()), 2, 2
     elif not args.model:
         parser.error("--model RUN is needed (or --smoke)")
     else:
@@ -158,17 +158,6 @@ def argparse_hidden() -> str:
     import argparse
 
     return argparse.SUPPRESS
-
-
-def _smoke_model() -> Path:
-    """A tiny model trained for a few updates to reverse letters."""
-    from aiayn.cli import main as aiayn
-
-    run = Path(tempfile.mkdtemp()) / "smoke"
-    assert aiayn(["train", "--preset", "tiny", "--train", "synthetic:reverse", "--out", str(run),
-                  "--max-steps", "20", "--batch-tokens", "512", "--valid-every", "0",
-                  "--bleu-every", "0"]) == 0
-    return run
 
 
 if __name__ == "__main__":

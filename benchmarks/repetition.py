@@ -14,11 +14,9 @@ stored them (`aiayn evaluate --sweep`'s choice, if any).
 
 from __future__ import annotations
 
-import tempfile
 import time
-from pathlib import Path
 
-from common import data_dir, detail, record
+from common import data_dir, detail, record, run_name, smoke_model
 from common import parser as benchmark_parser
 
 from aiayn.data.corpora import load_corpus
@@ -39,7 +37,7 @@ def main() -> None:
     data_dir()
     settings = [(float(p), int(n)) for p, n in (s.split(":") for s in args.settings)]
     if args.smoke:
-        models, test = [_smoke_model()], "synthetic:reverse:val"
+        models, test = [smoke_model()], "synthetic:reverse:val"
     else:
         if not args.model:
             parser.error("--model RUN [RUN ...] is needed (or --smoke)")
@@ -59,29 +57,13 @@ def main() -> None:
             seconds = time.perf_counter() - start
             scores = score(found, corpus.target, tokenize)
             loops = sum(looping(t, tokenize) for t in found)
-            rows.append(f"| {_name(path)} | {penalty:g} | {n} | {loops} of {len(found)} | "
+            rows.append(f"| {run_name(path)} | {penalty:g} | {n} | {loops} of {len(found)} | "
                         f"{scores.bleu:.2f} | {scores.chrf:.2f} | {seconds:.0f} |")
             print(rows[-1], flush=True)
     table = "\n".join(rows)
     print(table)
     if args.record and not args.smoke:
         record(f"Repetition loops on {test}", table, path=detail("repetition"))
-
-
-def _name(path: str | Path) -> str:
-    """A run's name: runs/exp-c2/averaged -> exp-c2/averaged."""
-    return "/".join(Path(path).parts[-2:])
-
-
-def _smoke_model() -> Path:
-    """A tiny model trained for a few updates to reverse letters: it loops."""
-    from aiayn.cli import main as aiayn
-
-    run = Path(tempfile.mkdtemp()) / "smoke"
-    assert aiayn(["train", "--preset", "tiny", "--train", "synthetic:reverse", "--out", str(run),
-                  "--max-steps", "20", "--batch-tokens", "512", "--valid-every", "0",
-                  "--bleu-every", "0"]) == 0
-    return run
 
 
 if __name__ == "__main__":

@@ -78,10 +78,21 @@ def test_a_presentation_keeps_its_slides_runs_tables_groups_pictures_and_notes()
     assert second.notes_slide.notes_text_frame.text == "SAY IT SLOWLY."
 
 
+def framed(words, **size):
+    """An OpenDocument frame (draw:frame) holding a text box with one paragraph of `words`."""
+    from odf import draw, text
+
+    frame = draw.Frame(**size)
+    box = draw.TextBox()
+    box.addElement(text.P(text=words))
+    frame.addElement(box)
+    return frame
+
+
 def opendocument_text():
     """A text document made by odfpy: a heading, a paragraph with a bold span and two spaces, a
     list, a table, a footnote and a frame with its own text box."""
-    from odf import draw, style, table, text
+    from odf import style, table, text
     from odf.opendocument import OpenDocumentText
 
     doc = OpenDocumentText()
@@ -117,11 +128,7 @@ def opendocument_text():
     grid.addElement(row)
     doc.text.addElement(grid)
     holder = text.P()
-    frame = draw.Frame(width="5cm", height="2cm", anchortype="paragraph")
-    box = draw.TextBox()
-    box.addElement(text.P(text="In a frame."))
-    frame.addElement(box)
-    holder.addElement(frame)
+    holder.addElement(framed("In a frame.", width="5cm", height="2cm", anchortype="paragraph"))
     doc.text.addElement(holder)
     out = io.BytesIO()
     doc.write(out)
@@ -153,7 +160,7 @@ def test_an_opendocument_text_keeps_headings_spans_lists_tables_notes_and_frames
 
 
 def opendocument_presentation():
-    from odf import draw, presentation, style, text
+    from odf import draw, presentation, style
     from odf.opendocument import OpenDocumentPresentation
 
     doc = OpenDocumentPresentation()
@@ -162,17 +169,9 @@ def opendocument_presentation():
     master = style.MasterPage(name="M", pagelayoutname=layout)
     doc.masterstyles.addElement(master)
     page = draw.Page(masterpagename=master)
-    frame = draw.Frame(width="20cm", height="3cm", x="1cm", y="1cm")
-    box = draw.TextBox()
-    box.addElement(text.P(text="A dog runs."))
-    frame.addElement(box)
-    page.addElement(frame)
+    page.addElement(framed("A dog runs.", width="20cm", height="3cm", x="1cm", y="1cm"))
     notes = presentation.Notes()
-    notes_frame = draw.Frame(width="20cm", height="3cm")
-    notes_box = draw.TextBox()
-    notes_box.addElement(text.P(text="Say it slowly."))
-    notes_frame.addElement(notes_box)
-    notes.addElement(notes_frame)
+    notes.addElement(framed("Say it slowly.", width="20cm", height="3cm"))
     page.addElement(notes)
     doc.presentation.addElement(page)
     out = io.BytesIO()
