@@ -205,7 +205,8 @@ def test_a_zero_shot_direction_is_translated_only_when_asked_for_and_says_so(sma
     assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs",
                  "en-de,de-en,en-cs", *SOURCE_TOLD, "--max-steps", "1", "--out", str(run)]) == 0
     translator = load_translator(run, device="cpu", max_output_len=3)
-    with pytest.raises(ConfigError, match=r"no direction de-cs; .* \(untrained, zero-shot: --zero-shot\)"):
+    with pytest.raises(ConfigError, match=r"no direction de-cs; .* \(untrained: zero-shot with "
+                       r"load_translator\(\.\.\., zero_shot=True\) or --zero-shot\)"):
         translator.towards("de", "cs")
     with pytest.raises(ConfigError, match="no direction cs-de"):  # cs was never a source
         translator.towards("cs", "de", zero_shot=True)

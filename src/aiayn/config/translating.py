@@ -65,6 +65,10 @@ class DecodeConfig:
                "--no-compile: never. Neither given: compiled if this model has been compiled on this "
                "machine before, or (aiayn translate) the --input file is long enough to repay compiling")
 
+    def start_token(self, bos_id: int) -> int:
+        """The decoder's first token: `decoder_start` when set, else the model's <s> (`bos_id`)."""
+        return self.decoder_start if self.decoder_start >= 0 else bos_id
+
     def __post_init__(self) -> None:
         _check_fields(self)
         if self.nbest > self.beam_size:

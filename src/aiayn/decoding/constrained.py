@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -43,6 +44,21 @@ class Steer:
 
     phrases: tuple[tuple[int, ...], ...] = ()
     prefix: tuple[int, ...] = ()
+
+
+class Choice(NamedTuple):
+    """Beam search's choice at a step, as `beam.candidates` makes it without constraints: the
+    candidates (B, 2K) in the order taken, which of the first K end (B, K), which candidates live on
+    (B, K), and the live ones' scores, beams and tokens (B, K) each."""
+
+    scores: Tensor  # (B, 2K) candidate scores
+    beams: Tensor  # (B, 2K) the beam each extends
+    tokens: Tensor  # (B, 2K) the token each adds
+    ended: Tensor  # (B, K) bool: which of the first K end in eos
+    kept: Tensor  # (B, K) the candidates that live on
+    live_scores: Tensor  # (B, K)
+    live_beams: Tensor  # (B, K)
+    live_tokens: Tensor  # (B, K)
 
 
 class Constraints:
@@ -90,12 +106,10 @@ class Constraints:
         return (done * self.lengths[:, None, :]).sum(2) + within
 
     def choose(self, log_probs: Tensor, scores: Tensor, at_limit: Tensor, only_eos: Tensor, eos_id: int,
-               position: int) -> tuple[Tensor, ...]:
+               position: int) -> Choice:
         """Beam search's choice (as `beam.candidates`) under the constraints: log-probabilities
         (B*R, V), scores so far (B, K), the sentences at their length limit (B,) and what the limit
-        allows (V,), the tokens made before this step -> candidate scores, beams and tokens (B, 2K),
-        in the order taken; which of the first K end (B, K); which candidates live on (B, K), and
-        their scores, beams and tokens."""
+        allows (V,), the tokens made before this step -> the `Choice`."""
         b, k, v = scores.size(0), scores.size(1), log_probs.size(-1)
         # (B, R, V): added in one pass, then masked in place
         totals = log_probs.view(b, -1, v) + scores[:, :log_probs.size(0) // b, None]
@@ -133,8 +147,8 @@ class Constraints:
         # only at the length limit can a hypothesis end before it has met every constraint
         missed = ended & (self.met(state[0][:, :k], state[2][:, :k]) < self.need[:, None])
         cand_scores = torch.cat([cand_scores[:, :k] - MISSED * missed, cand_scores[:, k:]], dim=1)
-        return (cand_scores, cand_beams, cand_tokens, ended, kept, cand_scores.gather(1, kept),
-                cand_beams.gather(1, kept), cand_tokens.gather(1, kept))
+        return Choice(cand_scores, cand_beams, cand_tokens, ended, kept, cand_scores.gather(1, kept),
+                      cand_beams.gather(1, kept), cand_tokens.gather(1, kept))
 
     def follow(self) -> None:
         """The live hypotheses are now those `choose` kept."""

@@ -106,9 +106,9 @@ def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
         try:
             plain = constraints is None and config.temperature == 0 and repetition(config).off
             if plain and whole.takes(model, src, config.beam_size, limits):
-                start = config.decoder_start if config.decoder_start >= 0 else model.config.bos_id
                 found = whole.search(model, src, int(limits[0]), config.beam_size, config.nbest,
-                                     config.length_penalty, config.penalty_form, start)
+                                     config.length_penalty, config.penalty_form,
+                                     config.start_token(model.config.bos_id))
                 if found is not None:
                     return found
             return _search(model, src, limits, config, generator, CompiledStep(model), constraints, prefix)
@@ -121,7 +121,7 @@ def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
 def _search(model: Transformer, src: torch.Tensor, limits: torch.Tensor, config: DecodeConfig,
             generator: torch.Generator | None, step: Step, constraints: Constraints | None,
             prefix: torch.Tensor | None) -> list[list[Hypothesis]]:
-    start = config.decoder_start if config.decoder_start >= 0 else None
+    start = config.start_token(model.config.bos_id)
     if config.temperature > 0 or (config.beam_size == 1 and constraints is None):
         hyps = greedy_search(model, src, limits, config.temperature, config.top_k, generator, step, start,
                              repetition(config), prefix)
@@ -198,7 +198,7 @@ def _alternatives(model: Transformer, tokenizer: Tokenizer, ids: list[list[int]]
     translations, best first (as CTranslate2's `return_alternatives`)."""
     n, c, device = config.alternatives, model.config, next(model.parameters()).device
     steers = list(steers) if steers is not None else [Steer() for _ in ids]
-    start = config.decoder_start if config.decoder_start >= 0 else c.bos_id
+    start = config.start_token(c.bos_id)
     firsts: list[list[int]] = [[] for _ in ids]
     for batch in batches([len(s) for s in ids], config):  # the prefixes teacher-forced, once
         src = pad([ids[i] + [tokenizer.eos_id] for i in batch], tokenizer.pad_id).to(device)

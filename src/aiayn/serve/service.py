@@ -84,7 +84,7 @@ class Service:
         call = functools.partial(work, *args, **kwargs)
         return await asyncio.get_running_loop().run_in_executor(self.preparers, call)
 
-    async def json(self, make: Callable[[], Any]) -> Response:
+    async def json_answer(self, make: Callable[[], Any]) -> Response:
         """A JSON answer built and written on the preparing threads (attention weights, the explain
         page's data: hundreds of thousands of numbers)."""
         body = await self.prepare(lambda: json.dumps(make()).encode())
@@ -158,11 +158,13 @@ class Service:
                         options: dict[str, Any], attention: bool = False, file: str | None = None,
                         deadline: float | None = None, glossary: Glossary | None = None
                         ) -> list[Translation]:
-        """Check the texts against the limits, cut them into sentences (on the preparing threads),
-        queue them for the batcher, and await their translations (withdrawn past the `deadline`, an
-        event-loop time, by default `timeout` from now, or when the client goes away). `file`: the
-        texts are that file's (its limit is `max_file_tokens`, its sentences bulk). `glossary`:
-        terms to translate as it says, wherever they occur (constrained search)."""
+        """Check the texts' tokens and the search against the limits (their number and characters
+        the handlers check, with `check_counts`, before anything reads them), cut them into sentences
+        (on the preparing threads), queue them for the batcher, and await their translations
+        (withdrawn past the `deadline`, an event-loop time, by default `timeout` from now, or when
+        the client goes away). `file`: the texts are that file's (its limit is `max_file_tokens`, its
+        sentences bulk). `glossary`: terms to translate as it says, wherever they occur (constrained
+        search)."""
         if not self.ready:
             raise Problem(503, "the server is warming up its models", {"Retry-After": "1"})
         loop = asyncio.get_running_loop()
@@ -179,8 +181,6 @@ class Service:
             if search.beam_size < 2 or search.temperature > 0:
                 raise Problem(400, "a glossary needs beam search: a beam_size of 2 or more")
             at_most("glossary entries", len(glossary), MAX_GLOSSARY)
-        if file is None:
-            check_counts(texts, self.config)
         searched = {k: v for k, v in options.items() if k not in CUTTING}  # done when cut into sentences
         wanted = Search(pair, tuple(sorted(searched.items())), attention, steered=bool(glossary))
         queued = await self.prepare(self._request, texts, translator, options, wanted, file, glossary)
@@ -225,7 +225,7 @@ class Service:
                                       f"this server's timeout ({self.config.timeout:g} s)")
         except ConfigError as e:
             raise Problem(400, str(e)) from None
-        return await self.json(lambda: data)
+        return await self.json_answer(lambda: data)
 
 
 def searchers(workers: int = 1, threads: int | None = None) -> ThreadPoolExecutor:

@@ -85,7 +85,7 @@ def router(service: Service) -> APIRouter:
             return {"source": pair[0], "target": pair[1],
                     "translations": [translation_json(t, body.attention) for t in results]}
 
-        return await service.json(answer) if body.attention else answer()
+        return await service.json_answer(answer) if body.attention else answer()
 
     @api.post("/v1/explain", summary="One sentence's translation, step by step: the explain page's data")
     async def explain(request: Request, body: ExplainRequest) -> Any:

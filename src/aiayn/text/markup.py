@@ -42,7 +42,7 @@ class Document:
     """An HTML text as written: the characters between its blocks, and its blocks."""
 
     items: list[str | Block]
-    spellings: list[Spellings]  # each Block's words written with entities, in the order of the Blocks
+    entity_words: list[EntityWords]  # each Block's words written with entities, in the order of the Blocks
 
     @classmethod
     def parse(cls, text: str, lang: str, sentences: bool = True) -> Document:
@@ -50,7 +50,7 @@ class Document:
         reader = _Reader(text, lang, sentences)
         reader.feed(text)
         reader.close()
-        return cls(reader.finish(), reader.spellings)
+        return cls(reader.finish(), reader.entity_words)
 
     @property
     def sentences(self) -> list[str]:
@@ -63,7 +63,7 @@ class Document:
              project: Callable[[int], Projector]) -> str:
         """The HTML with each sentence's translation in its place (`project(i)`: blocks.Block)."""
         out, done = [], 0
-        spellings = iter(self.spellings)
+        entity_words = iter(self.entity_words)
         for item in self.items:
             if isinstance(item, str):
                 out.append(item)
@@ -71,21 +71,21 @@ class Document:
             n, first = len(item.parts.sentences), done
             text, root = item.translated(translations[done:done + n], target_lang,
                                          lambda i, first=first: project(first + i))
-            out.append(_written(text, root, _Spelled(text, next(spellings))))
+            out.append(_written(text, root, _Escaper(text, next(entity_words))))
             done += n
         return "".join(out)
 
 
 # A word of a block's text (a run of characters between ASCII whitespace) that the source wrote with
 # entities -> where they are in it: (offset, characters, the entity as written).
-Spellings = dict[str, tuple[tuple[int, int, str], ...]]
+EntityWords = dict[str, tuple[tuple[int, int, str], ...]]
 _WORD = re.compile(r"[^ \t\n\r\f]+")
 
 
-def _spellings(text: str, entities: dict[int, tuple[int, str]]) -> Spellings:
+def _entity_words(text: str, entities: dict[int, tuple[int, str]]) -> EntityWords:
     """The words of `text` that hold an entity (`entities`: at a position of `text`, the characters it
     stands for and the entity as written)."""
-    found: Spellings = {}
+    found: EntityWords = {}
     if not entities:
         return found
     at = sorted(entities)
@@ -96,14 +96,14 @@ def _spellings(text: str, entities: dict[int, tuple[int, str]]) -> Spellings:
     return found
 
 
-class _Spelled:
+class _Escaper:
     """A block's translation written as HTML: `&`, `<` and `>` escaped, and each word that is a word of
-    the source written with an entity (`Spellings`) spelled as the source spelled it."""
+    the source written with an entity (`EntityWords`) spelled as the source spelled it."""
 
-    def __init__(self, text: str, spellings: Spellings) -> None:
+    def __init__(self, text: str, words: EntityWords) -> None:
         self.entities: dict[int, tuple[int, str]] = {}
-        for m in _WORD.finditer(text) if spellings else ():
-            for offset, length, raw in spellings.get(m.group(), ()):
+        for m in _WORD.finditer(text) if words else ():
+            for offset, length, raw in words.get(m.group(), ()):
                 self.entities[m.start() + offset] = (length, raw)
         self.at = sorted(self.entities)
         self.text = text
@@ -121,7 +121,7 @@ class _Spelled:
         return "".join(out)
 
 
-def _written(text: str, span: Span, escaped: _Spelled) -> str:
+def _written(text: str, span: Span, escaped: _Escaper) -> str:
     """`text` with `span` and its children around their characters. A kept span moved off a glossary's
     term (`Span.spaced`) between two words of a script written with spaces gets a space on the side
     that has none."""
@@ -152,7 +152,7 @@ class _Reader(HTMLParser):
         self.kept: tuple[str, int, Span | None] | None = None  # tag, depth, inline span
         self.kept_raw: list[str] = []
         self.kept_text: list[str] = []
-        self.spellings: list[Spellings] = []  # of each Block so far
+        self.entity_words: list[EntityWords] = []  # of each Block so far
 
     def finish(self) -> list[str | Block]:
         if self.kept is not None:  # a kept element never closed: kept to the end
@@ -254,7 +254,7 @@ class _Reader(HTMLParser):
         block = Block.cut(self.text, self.root, self.lang, self.sentences) if self.text.strip() else None
         if block is not None and block.parts.sentences:
             self.items.append(block)
-            self.spellings.append(_spellings(self.text, self.entities))
+            self.entity_words.append(_entity_words(self.text, self.entities))
         else:
             self.items.append("".join(self.raws))
         self._new_block()

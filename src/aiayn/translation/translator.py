@@ -73,7 +73,7 @@ class Translator:
     def __init__(self, engine: Engine, defaults: cfg.DecodeConfig, model: Transformer | None,
                  tokenizer: Tokenizer, src_lang: str, tgt_lang: str, description: str,
                  max_source_len: int = cfg.DataConfig().max_len, pairs: tuple[str, ...] = (),
-                 language_token: str = "source") -> None:
+                 language_token: str = cfg.DataConfig().language_token) -> None:
         self._engine, self.defaults, self.model, self.tokenizer = engine, defaults, model, tokenizer
         self.src_lang, self.tgt_lang, self.description = src_lang, tgt_lang, description
         self.max_source_len = max_source_len  # source tokens of the longest sentence the model takes
@@ -103,7 +103,8 @@ class Translator:
         possible = src_lang in sources and tgt_lang in targets and src_lang != tgt_lang
         if untrained and not (zero_shot and possible):
             have = ", ".join(self.pairs) or f"only {self.src_lang}-{self.tgt_lang}"
-            hint = " (untrained, zero-shot: --zero-shot)" if possible and not zero_shot else ""
+            hint = " (untrained: zero-shot with load_translator(..., zero_shot=True) or --zero-shot)" \
+                if possible and not zero_shot else ""
             raise cfg.ConfigError(f"the model has no direction {pair}; it has {have}{hint}")
         piece = self.tokenizer.language_id(tgt_lang)
         if piece is None:
@@ -120,7 +121,7 @@ class Translator:
     @property
     def start(self) -> int:
         """The decoder's first token: <s>, or a multilingual model's target language (`towards`)."""
-        return self.defaults.decoder_start if self.defaults.decoder_start >= 0 else self.tokenizer.bos_id
+        return self.defaults.start_token(self.tokenizer.bos_id)
 
     @property
     def compiled_steps(self) -> int:
