@@ -102,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 WHOLE_FILES = tuple(k for k in documents.KINDS if k != ".txt")  # translated as a whole
-BINARY_FILES = (".docx", ".pptx", ".odt", ".odp", ".epub", ".pdf")  # written beside the input, not to stdout
+# written beside the input, not to standard output
+BINARY_FILES = tuple(k for k, kind in documents.KINDS.items() if kind in documents.BINARY)
 LONG_INPUT = 40_000  # lines of an --input file from which compiling the decoder step repays itself,
 # for a model not compiled before: compiling a beam search's steps takes tens of seconds once, and
 # saves about a millisecond a sentence (benchmarks/detail/decode_speed.md, "When compiling repays")

@@ -35,7 +35,9 @@ from aiayn.text.document import Document, DocumentError
 
 KINDS = {".txt": "txt", ".html": "html", ".htm": "html", ".srt": "srt", ".docx": "docx", ".pptx": "pptx",
          ".odt": "odf", ".odp": "odf", ".epub": "epub", ".pdf": "pdf"}
-ARCHIVES = ("docx", "pptx", "odf", "epub")  # the kinds that are zip archives
+BINARY = {"docx": word.read, "pptx": slides.read, "odf": opendocument.read, "epub": epub.read,
+          "pdf": pdf.read}  # the kinds read from bytes by a module of their own
+ARCHIVES = ("docx", "pptx", "odf", "epub")  # those that are zip archives
 __all__ = ["KINDS", "Document", "DocumentError", "kind", "read"]
 
 
@@ -52,13 +54,10 @@ def read(data: bytes, name: str, max_unpacked: int | None = None) -> Document:
     """The file `name` (its kind from its extension) holding `data`; a zip-based file that would
     unpack to more than `max_unpacked` bytes is refused before it is unpacked."""
     which = kind(name)
-    if which == "pdf":
-        return pdf.read(data, name)
-    if which in ARCHIVES:
-        if max_unpacked is not None:
+    if which in BINARY:
+        if which in ARCHIVES and max_unpacked is not None:
             check_unpacked(data, name, max_unpacked)
-        reader = {"docx": word.read, "pptx": slides.read, "odf": opendocument.read, "epub": epub.read}[which]
-        return reader(data, name)
+        return BINARY[which](data, name)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

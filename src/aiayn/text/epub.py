@@ -49,10 +49,10 @@ def read(data: bytes, name: str) -> Document:
     texts = [text for _, text in pages] + [html.escape(e.text, quote=False) for e in labels]
 
     def write(translations: Sequence[str]) -> bytes:
-        done = dict(zip((path for path, _ in pages), translations, strict=False))
         for element, translation in zip(labels, translations[len(pages):], strict=True):
             element.text = zipped.xml_safe(html.unescape(translation))
-        replaced = {path: zipped.xml_safe(text).encode("utf-8") for path, text in done.items()}
+        replaced = {path: zipped.xml_safe(text).encode("utf-8")
+                    for (path, _), text in zip(pages, translations[:len(pages)], strict=True)}
         replaced |= {path: zipped.xml_bytes(tree) for path, tree in trees.items()}
         return zipped.rewrite(archive, replaced)
 

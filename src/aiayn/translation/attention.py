@@ -50,18 +50,7 @@ def attention_view(model: Transformer, tokenizer: Tokenizer, sentence: str, tran
     once more through the model with teacher forcing (`Transformer.attention_maps`; the cached
     step-by-step decoder computes the same weights). `prefix`: the source's first ids, `start` the
     decoder's (default bos): a multilingual model's target language."""
-    c = model.config
-    src_ids = [*prefix, *tokenizer.encode([sentence])[0], c.eos_id]
-    tgt_in = [c.bos_id if start is None else start] + translation.tokens
-    device = next(model.parameters()).device
-    src, tgt = torch.tensor([src_ids], device=device), torch.tensor([tgt_in], device=device)
-    with gate.running():  # a server's other thread may be compiling a step
-        _, maps = model.attention_maps(src, tgt)
-    kinds = {"encoder": maps.encoder, "decoder": maps.decoder, "cross": maps.cross}
-    return AttentionView(sentence, translation.text, tokenizer.pieces(src_ids, "source"),
-                         tokenizer.pieces(tgt_in), tokenizer.pieces(translation.tokens + [c.eos_id]),
-                         {kind: [w[0].float().cpu() for w in weights] for kind, weights in kinds.items()},
-                         len(prefix))
+    return attention_views(model, tokenizer, [(sentence, translation)], prefix, start)[0]
 
 
 @torch.no_grad()
