@@ -5,15 +5,19 @@ setting; a translation loops when a sequence of 1 to 3 words occurs 4 or more ti
 
     python benchmarks/repetition.py --model runs/quickstart runs/exp-c2/averaged
     python benchmarks/repetition.py --model RUN --test multi30k:val --settings 1:0 1:4 1.2:0 --record
+    python benchmarks/repetition.py --model RUN --settings 1:0 1:3 --latency 60   # a lone sentence's cost
     python benchmarks/repetition.py --smoke           # seconds: keeps the script working (CI)
 
 --settings: PENALTY:N pairs, repetition_penalty and no_repeat_ngram_size (1:0 is neither rule).
 The test set is scored in each model's own direction, with its search settings otherwise as the run
 stored them (`aiayn evaluate --sweep`'s choice, if any).
+--latency N: instead, the first N sentences one at a time (a request's search), compiled, each under
+every setting in turn, twice, after 10 untimed: the p50 and mean of each setting.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 
 from common import data_dir, detail, record, run_name, smoke_model
@@ -33,6 +37,8 @@ def main() -> None:
     parser.add_argument("--test", default="multi30k:test_2016_flickr", help="the test set (a corpus spec)")
     parser.add_argument("--settings", nargs="+", default=SETTINGS, metavar="PENALTY:N",
                         help=f"repetition_penalty:no_repeat_ngram_size pairs (default: {' '.join(SETTINGS)})")
+    parser.add_argument("--latency", type=int, default=0, metavar="N",
+                        help="time N sentences one at a time under each setting instead")
     args = parser.parse_args()
     data_dir()
     settings = [(float(p), int(n)) for p, n in (s.split(":") for s in args.settings)]
@@ -42,6 +48,11 @@ def main() -> None:
         if not args.model:
             parser.error("--model RUN [RUN ...] is needed (or --smoke)")
         models, test = args.model, args.test
+    if args.latency:
+        table = latencies(models, test, settings, 4 if args.smoke else args.latency, compile=not args.smoke)
+        if args.record and not args.smoke:
+            record(f"A lone sentence under each rule, {test}", table, path=detail("repetition"))
+        return
     rows = ["| model | repetition_penalty | no_repeat_ngram_size | loops | BLEU | chrF | seconds |",
             "|---|---|---|---|---|---|---|"]
     for path in models:
@@ -64,6 +75,32 @@ def main() -> None:
     print(table)
     if args.record and not args.smoke:
         record(f"Repetition loops on {test}", table, path=detail("repetition"))
+
+
+def latencies(models: list, test: str, settings: list[tuple[float, int]], n: int,
+              compile: bool = True) -> str:
+    """Each model's lone sentences (compiled unless told not), every setting in turn on each, twice: p50
+    and mean."""
+    rows = ["| model | repetition_penalty | no_repeat_ngram_size | one sentence p50 | mean |",
+            "|---|---|---|---|---|"]
+    for path in models:
+        translator = load_translator(path, device="cpu", compile=compile)
+        sentences = load_corpus(test, translator.src_lang, translator.tgt_lang).source[:n]
+        times: dict[tuple[float, int], list[float]] = {s: [] for s in settings}
+        warm = min(10, n)
+        for i, sentence in enumerate(sentences[:warm] + sentences * 2):
+            for penalty, ngram in settings:
+                start = time.perf_counter()
+                translator.translate([sentence], repetition_penalty=penalty, no_repeat_ngram_size=ngram)
+                if i >= warm:
+                    times[(penalty, ngram)].append(time.perf_counter() - start)
+        for (penalty, ngram), seconds in times.items():
+            p50, mean = statistics.median(seconds) * 1e3, statistics.mean(seconds) * 1e3
+            rows.append(f"| {run_name(path)} | {penalty:g} | {ngram} | {p50:.1f} ms | {mean:.1f} ms |")
+            print(rows[-1], flush=True)
+    table = "\n".join(rows)
+    print(table)
+    return table
 
 
 if __name__ == "__main__":

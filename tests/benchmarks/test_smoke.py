@@ -100,3 +100,11 @@ def test_multilingual_serve_benchmark_offers_and_translates_every_trained_pair(d
     assert "| one multilingual model | 3 | 3 | " in done.stdout
     assert {"en->de", "de->en", "en->cs"} <= {line.split(": ")[1] for line in done.stderr.splitlines()
                                              if line.startswith("one multilingual model: ")}
+
+
+def test_the_repetition_benchmarks_latency_mode_runs():
+    """`repetition.py --latency`: lone sentences under each setting (eager in smoke mode: seconds)."""
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "repetition.py"), "--smoke", "--latency", "4",
+                           "--settings", "1:0", "1:3"], capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| 1 | 0 |" in done.stdout and "| 1 | 3 |" in done.stdout and " ms |" in done.stdout

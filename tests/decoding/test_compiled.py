@@ -179,7 +179,8 @@ def test_compiled_beam_search_equals_eager_beam_search():
 
 def test_the_rules_against_repetition_find_the_same_hypotheses_compiled_as_eagerly():
     """The rules act on the logits a step gives, compiled or not: greedy decoding (the greedy test's
-    graphs) and beam search (its logits at 8 rows) find the same hypotheses, scored alike."""
+    graphs) and beam search (its logits at 8 rows) find the same hypotheses, scored alike. The n-gram
+    rule alone, beam search's default, acts inside the step's graph (`beam.candidates_no_repeat`)."""
     model, rules = one_layer_model(), Repetition(penalty=1.5, ngram=2)
     src, limits = GREEDY
     eager = greedy_search(model, src, limits, repetition=rules)
@@ -192,6 +193,16 @@ def test_the_rules_against_repetition_find_the_same_hypotheses_compiled_as_eager
     assert [[h.tokens for h in hyps] for hyps in compiled] == [[h.tokens for h in hyps] for hyps in eager]
     assert [h.score for hyps in compiled for h in hyps] == \
         pytest.approx([h.score for hyps in eager for h in hyps], abs=1e-4)
+    assert "aiayn.decoding.beam.candidates_no_repeat_2" not in {kind.output for kind in graphs(model)}
+
+    rule = Repetition(ngram=2)
+    eager = beam_search(model, src, 2, 2, max_lengths=limits, repetition=rule)
+    compiled = beam_search(model, src, 2, 2, max_lengths=limits, step=CompiledStep(model), repetition=rule)
+    assert [[h.tokens for h in hyps] for hyps in compiled] == [[h.tokens for h in hyps] for hyps in eager]
+    assert [h.score for hyps in compiled for h in hyps] == \
+        pytest.approx([h.score for hyps in eager for h in hyps], abs=1e-4)
+    compiled_now = {(kind.rows, kind.output) for kind in graphs(model)}
+    assert (0, "aiayn.decoding.beam.candidates_no_repeat_2") in compiled_now
 
 
 def test_sampling_goes_on_from_a_prefix_compiled_as_eagerly():

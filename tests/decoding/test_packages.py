@@ -161,6 +161,10 @@ def test_each_kind_of_step_is_described_in_words():
         "any number of rows, beam search of beam 4"
     assert described(store.Kind(4, whole.OUTPUT, False, beams=4, packed=False)) == \
         "one sentence's whole beam search of beam 4"
+    assert described(store.Kind(2, "aiayn.decoding.beam.candidates_no_repeat_3", False, True, 4)) == \
+        "2 rows, beam search of beam 4, no 3-gram twice, a search's first step"
+    assert described(store.Kind(4, whole.OUTPUT + "-no-repeat-2", False, beams=4, packed=False)) == \
+        "one sentence's whole beam search of beam 4, no 2-gram twice"
 
 
 def fake_compiler(monkeypatch, library=b"a library"):
@@ -330,8 +334,8 @@ def test_a_second_translate_process_starts_from_the_cache_and_cache_clear_emptie
     info = capsys.readouterr().out
     assert f": {stored} compiled steps" in info and stored >= 1
     fields = [recorded["fields"] for _, recorded, _ in store.entries()]  # which others: the tests' order
-    assert info.count("beam search") == sum(f["traced"] or f["output"].endswith(".candidates")
-                                            or f["output"] == whole.OUTPUT  # a lone sentence's
+    assert info.count("beam search") == sum(f["traced"] or ".candidates" in f["output"]
+                                            or f["output"].startswith(whole.OUTPUT)  # a lone sentence's
                                             for f in fields) >= 1  # traced: constrained ones too
     assert info.count("beam search of beam 2") == sum(f["beams"] == 2 for f in fields) >= 1
     assert info.count("first step") == sum(f["first"] for f in fields) and len(fields) == stored

@@ -37,9 +37,10 @@ def repeated(tokens: list[int], n: int) -> list[tuple[int, ...]]:
 def test_the_penalty_divides_positive_and_multiplies_negative_scores_of_tokens_produced():
     logits = torch.tensor([[2.0, -1.0, 4.0, -3.0, 1.0, 0.5]])
     produced = torch.tensor([[2, 3, 3, PAD]])  # padding: no token
-    assert Repetition(penalty=2.0).logits(logits, produced, PAD).tolist() == \
+    assert Repetition(penalty=2.0).penalise(logits, produced, PAD).tolist() == \
         [[2.0, -1.0, 2.0, -6.0, 1.0, 0.5]]  # 4 halved, -3 doubled (once), padding's score as it was
-    assert Repetition().logits(logits, produced, PAD) is logits  # off: the scores untouched
+    assert Repetition().penalise(logits, produced, PAD) is logits  # off: the scores untouched
+    assert Repetition().ban(logits, produced) is logits
     with pytest.raises(ValueError, match="repetition_penalty must be positive"):
         Repetition(penalty=0.0)
 
@@ -47,14 +48,29 @@ def test_the_penalty_divides_positive_and_multiplies_negative_scores_of_tokens_p
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_the_tokens_banned_are_those_completing_an_ngram_already_produced(n):
     produced = torch.randint(4, 8, (64, 9), generator=torch.Generator().manual_seed(n))  # many repeats
-    produced[:3, 6:] = PAD  # rows that ended: padding is no n-gram
-    banned = Repetition(ngram=n).banned(produced, PAD, 10)
+    banned = Repetition(ngram=n).ban(torch.zeros(64, 10), produced) == float("-inf")
     for row, bans in zip(produced.tolist(), banned.tolist(), strict=True):
-        if PAD in row:  # what an ended row bans: every token it holds for n = 1, nothing after padding
-            expected = reference_banned(row[:row.index(PAD)], 1) if n == 1 else set()
-        else:
-            expected = reference_banned(row, n)
-        assert {t for t, b in enumerate(bans) if b} == expected, row
+        assert {t for t, b in enumerate(bans) if b} == reference_banned(row, n), row
+
+
+def test_the_ban_leaves_every_other_score_as_it_was():
+    """The tokens banned get -inf; the others keep their scores, bit for bit (no renormalising)."""
+    scores = torch.randn(64, 10, generator=torch.Generator().manual_seed(5)).log_softmax(-1)
+    produced = torch.randint(4, 8, (64, 9), generator=torch.Generator().manual_seed(6))
+    banned = Repetition(ngram=2).ban(scores, produced)
+    kept = banned > float("-inf")
+    assert torch.equal(banned[kept], scores[kept]) and (~kept).any()
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_only_the_tokens_produced_count_in_a_buffer_with_a_start_token(n):
+    """A compiled search's buffer (decoding/whole.py): the start token first, then the tokens produced
+    up to `length`, then whatever the buffer held; only the tokens produced make n-grams."""
+    rows = torch.randint(4, 8, (64, 12), generator=torch.Generator().manual_seed(10 + n))
+    for length in range(1, 12):
+        banned = Repetition(ngram=n).ban(torch.zeros(64, 10), rows, length=torch.tensor(length), first=1) < 0
+        for row, bans in zip(rows.tolist(), banned.tolist(), strict=True):
+            assert {t for t, b in enumerate(bans) if b} == reference_banned(row[1:length], n), (length, row)
 
 
 def test_greedy_loops_without_the_rules_and_follows_each_rule_with_them():
@@ -86,15 +102,19 @@ def test_beam_search_constrained_or_not_repeats_no_ngram_under_the_rule():
 
 def rescored(model, src, tokens: list[int], repetition: Repetition, with_eos: bool) -> float:
     """The sum of each token's log-probability under the rules, by re-running the whole decoder on
-    each prefix: slow, obviously right."""
+    each prefix: slow, obviously right. The penalty reshapes the distribution over the tokens that
+    can be outputs; without it, each token's is the model's own, normalised over the vocabulary, as
+    in training; the ban renormalises nothing."""
     out, total = [*tokens, EOS] if with_eos else tokens, 0.0
     memory = model.encode(src)
     for i, token in enumerate(out):
         tgt = torch.tensor([[model.config.bos_id, *out[:i]]])
         logits = model.logits(model.decode(tgt, memory, src))[:, -1].float()
-        logits[:, [model.config.pad_id, model.config.bos_id]] = float("-inf")
         produced = torch.tensor([out[:i]], dtype=torch.long)
-        total += float(repetition.logits(logits, produced, PAD).log_softmax(-1)[0, token])
+        if repetition.penalty != 1.0:
+            logits[:, [model.config.pad_id, model.config.bos_id]] = float("-inf")
+            logits = repetition.penalise(logits, produced, PAD)
+        total += float(repetition.ban(logits.log_softmax(-1), produced)[0, token])
     return total
 
 

@@ -7,9 +7,11 @@ from aiayn import inference
 from aiayn.config import DecodeConfig
 from aiayn.decoding import beam_search, translator, whole
 from aiayn.decoding.cache import compiling
+from aiayn.decoding.repetition import Repetition
 from aiayn.decoding.steps import Step, output_limits
 from aiayn.decoding.translator import search
 from tests.conftest import one_layer_model, random_ids
+from tests.decoding.test_repetition import looping_model, repeated
 
 pytestmark = pytest.mark.usefixtures("compiled_cache")
 
@@ -44,6 +46,22 @@ def test_the_whole_search_of_one_sentence_finds_what_beam_search_finds():
     assert [(kind.output, kind.beams) for kind in whole.graphs(model)] == [(whole.OUTPUT, 4)]
 
 
+def test_the_whole_search_under_the_ngram_rule_finds_what_beam_search_finds_under_it():
+    """A model that loops (7 7 7 ...) searched alone under `no_repeat_ngram_size` 3, the translator's
+    default: the graph bans from its buffers what beam.py bans from its histories, limits early and
+    late, n-best lists of 4; a graph of its own beside the rule's absence."""
+    model, rule = looping_model(), Repetition(ngram=3)
+    for length, seed in ((2, 1), (7, 3)):
+        src = sentence(length, seed)
+        for limit, nbest in ((2, 4), (3, 4), (2 * length + 6, 4)):
+            found = whole.search(model, src, limit, 4, nbest, 0.6, "gnmt", model.config.bos_id, ngram=3)
+            eager = beam_search(model, src, 4, nbest, max_lengths=torch.tensor([limit]), repetition=rule)
+            assert_same(found, eager)
+            assert all(repeated(h.tokens, 3) == [] for h in found[0])
+    assert found[0][0].tokens[0] == 7 and len(set(found[0][0].tokens)) > 1  # the loop broken
+    assert [(kind.output, kind.beams) for kind in whole.graphs(model)] == [(whole.OUTPUT + "-no-repeat-3", 4)]
+
+
 def test_searches_that_end_by_themselves_within_the_room_find_what_beam_search_finds(reverse_model):
     """A trained model (it reverses letters) ends its searches long before their limits (the source's
     length + 50), within the graph's first, shorter width (the whole search of tests/cli's)."""
@@ -59,10 +77,10 @@ def test_searches_that_end_by_themselves_within_the_room_find_what_beam_search_f
 def test_translation_compiled_searches_a_lone_sentence_by_the_graph_and_leaves_others_to_the_steps():
     model = one_layer_model()
     src = sentence(6, 5)
-    config = DecodeConfig(beam_size=4, nbest=2, compile=True, max_output_extra=10)
-    eager = beam_search(model, src, 4, 2, max_lengths=torch.tensor([6 + 10]))
+    config = DecodeConfig(beam_size=4, nbest=2, compile=True, max_output_extra=10)  # and no 3-gram twice
+    eager = beam_search(model, src, 4, 2, max_lengths=torch.tensor([6 + 10]), repetition=Repetition(ngram=3))
     assert_same(search(model, src, config), eager)
-    assert len(whole.graphs(model)) == 1
+    assert [kind.output for kind in whole.graphs(model)] == [whole.OUTPUT + "-no-repeat-3"]
     limits = torch.tensor([16])
     assert whole.takes(model, src, 4, limits)
     batch = torch.cat([src, src])
@@ -89,7 +107,7 @@ def test_learned_positions_up_to_the_models_last_are_asked_for(monkeypatch):
         return torch.zeros(k), torch.zeros(k), tokens, torch.tensor(True)
 
     graph.module, graph.kinds = whole.WholeBeam(model), lambda: []
-    monkeypatch.setattr(whole, "_graph", lambda model: graph)
+    monkeypatch.setattr(whole, "_graph", lambda model, ngram=0: graph)
     limit = int(output_limits(model, src)[0])
     assert limit == 15 and whole.search(model, src, limit, k, 1, 0.6, "gnmt", c.bos_id) is not None
     assert given == [(16, 17)]  # room (2 x 6 + 8 = 20) beyond the width: the whole width at once
@@ -108,7 +126,7 @@ def test_a_search_that_outgrows_the_graphs_room_is_searched_again_in_its_whole_w
         return ran[-1]
 
     counted.module, counted.kinds = graph.module, graph.kinds
-    monkeypatch.setattr(whole, "_graph", lambda model: counted)
+    monkeypatch.setattr(whole, "_graph", lambda model, ngram=0: counted)
     found = whole.search(model, src, 20, 4, 2, 0.6, "gnmt", model.config.bos_id)
     assert_same(found, beam_search(model, src, 4, 2, max_lengths=torch.tensor([20])))
     assert [bool(outputs[-1]) for outputs in ran] == [False, True]
@@ -126,7 +144,8 @@ def test_a_model_whose_search_does_not_compile_as_one_graph_is_said_once_and_sea
     monkeypatch.setattr(whole.WholeBeam, "forward", fails)
     monkeypatch.setattr(translator, "CompiledStep", Step)  # the steps' search, without compiling them
     config = DecodeConfig(beam_size=4, nbest=2, compile=True, max_output_len=6)
-    assert_same(search(model, src, config), beam_search(model, src, 4, 2, max_lengths=torch.tensor([6])))
+    assert_same(search(model, src, config), beam_search(model, src, 4, 2, max_lengths=torch.tensor([6]),
+                                                        repetition=Repetition(ngram=3)))
     err = capsys.readouterr().err
     assert "the whole search of one sentence did not compile (RuntimeError: cannot trace this); " \
            "searching with compiled steps" in err and "more lines" not in err

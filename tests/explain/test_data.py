@@ -125,7 +125,8 @@ def test_the_decoder_attention_and_output_distribution_are_recomputed(trained_ru
 
 
 @pytest.mark.parametrize("options", [dict(beam_size=3), dict(beam_size=1),
-                                     dict(beam_size=4, length_penalty=1.0, penalty_form="plain")])
+                                     dict(beam_size=4, length_penalty=1.0, penalty_form="plain"),
+                                     dict(beam_size=3, no_repeat_ngram_size=1)])  # no token twice
 def test_the_search_tree_ends_in_the_translation_translate_gives(translator, options):
     data = explain(translator, SENTENCE, **options)
     expected = translator.translate([SENTENCE], split=False, **options)[0]

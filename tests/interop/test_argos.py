@@ -49,12 +49,13 @@ def argos_each(packages, texts, home) -> dict[str, list[str]]:
 def aiayn_on(package, home, **options):
     """aiayn on a package's own model/ (a CTranslate2 export: the same engine, so the same numbers on
     any CPU; aiayn's PyTorch engine equals CTranslate2 token for token, test_ctranslate2.py), with
-    Argos Translate's search settings and `options`."""
+    Argos Translate's search settings (no rule against repetition) and `options`."""
     with zipfile.ZipFile(package) as z:
         name = z.namelist()[0].split("/")[0]
         z.extractall(home / "unpacked")
     return load_translator(home / "unpacked" / name / "model", beam_size=argos.BEAM_SIZE,
-                           length_penalty=argos.LENGTH_PENALTY, compute_type="float32", **options)
+                           length_penalty=argos.LENGTH_PENALTY, no_repeat_ngram_size=0,
+                           compute_type="float32", **options)
 
 
 @pytest.fixture(scope="module", params=["aiayn", "marian"])

@@ -34,7 +34,7 @@ def test_greedy_output_equals_aiayn_token_for_token_on_200_sentences(which, requ
     lines = sources[:200]
     # as many threads as aiayn: the test worker's share of the CPUs (tests/conftest.py)
     theirs = CTranslate2Translator(exported, threads=torch.get_num_threads()).translate(
-        tokenizer.encode(lines), DecodeConfig(beam_size=1, max_output_len=CAP))
+        tokenizer.encode(lines), DecodeConfig(beam_size=1, max_output_len=CAP, no_repeat_ngram_size=0))
     src = source_ids(tokenizer, lines)
     mine = greedy_search(model, src, max_output_lengths(src, tokenizer.pad_id, fixed=CAP))
     assert [t[0].tokens for t in theirs] == [h.tokens for h in mine]  # no tolerance needed: 0 of 200 differ
@@ -97,7 +97,8 @@ def test_pre_norm_gelu_model_with_concatenated_positions_exports_exactly(tmp_pat
     ids = [[5 + (i * 7 + j) % 200 for j in range(3 + i % 6)] for i in range(40)]
     lines = [tokenizer.decode(s) for s in ids]
     theirs = CTranslate2Translator(out).translate(tokenizer.encode(lines),
-                                                  DecodeConfig(beam_size=1, max_output_len=12))
+                                                  DecodeConfig(beam_size=1, max_output_len=12,
+                                                               no_repeat_ngram_size=0))
     src = source_ids(tokenizer, lines)
     mine = greedy_search(model, src, max_output_lengths(src, tokenizer.pad_id, fixed=12))
     assert [t[0].tokens for t in theirs] == [h.tokens for h in mine]

@@ -36,12 +36,16 @@ def server(looping):
 
 def test_the_looping_model_loops_and_the_rules_stop_it(looping):
     translator, x, y = looping
-    plain = translator.translate([TEXT], max_output_len=12)[0]
+    plain = translator.translate([TEXT], max_output_len=12, no_repeat_ngram_size=0)[0]
     assert plain.tokens == [x] * 12
-    penalised = translator.translate([TEXT], max_output_len=12, repetition_penalty=2.0)[0]
+    default = translator.translate([TEXT], max_output_len=12)[0]  # no 3-gram twice
+    grams = [tuple(default.tokens[i:i + 3]) for i in range(len(default.tokens) - 2)]
+    assert default.tokens[:4] == [x, x, x, y] and len(set(grams)) == len(grams)
+    penalised = translator.translate([TEXT], max_output_len=12, repetition_penalty=2.0,
+                                     no_repeat_ngram_size=0)[0]
     assert penalised.tokens[:3] == [x, y, x]  # x 1000 -> 500 after once: y (900), then x (500 > 450) again
     once = translator.translate([TEXT], max_output_len=12, no_repeat_ngram_size=1)[0]
-    assert once.tokens[:2] == [x, y] and len(set(once.tokens)) == len(once.tokens)
+    assert set(once.tokens[:2]) == {x, y} and len(set(once.tokens)) == len(once.tokens)
 
 
 @pytest.mark.parametrize("rules", [{"repetition_penalty": 2.0}, {"no_repeat_ngram_size": 2},

@@ -23,7 +23,7 @@ from aiayn.decoding.constrained import Constraints
 from aiayn.decoding.repetition import OFF, Repetition
 from aiayn.decoding.steps import Hypothesis, Step, max_output_lengths, output_tokens
 from aiayn.decoding.topk import top_k
-from aiayn.model import Transformer
+from aiayn.model import DecoderCache, Transformer
 
 NEG_INF = float("-inf")
 
@@ -63,6 +63,22 @@ def candidates(log_probs: Tensor, scores: Tensor, at_limit: Tensor, only_eos: Te
     found = beam_step(totals)
     return (*found, *choose(*found, only_eos))
 
+
+@functools.cache
+def candidates_no_repeat(ngram: int) -> Callable[..., tuple[Tensor, ...]]:
+    """`candidates` under the rule that no n-gram of `ngram` tokens occurs twice in a hypothesis
+    (repetition.py), as a score function a compiled step runs in its graph (`Step.scored`): its
+    last input `tokens` (B, R, L) holds each row's hypothesis, the decoder's start token first. A
+    function for each n, named for it: a compiled step's graph is known by its score function's name."""
+    rule = Repetition(ngram=ngram)
+
+    def score(log_probs: Tensor, scores: Tensor, at_limit: Tensor, only_eos: Tensor, tokens: Tensor
+              ) -> tuple[Tensor, ...]:
+        log_probs = rule.ban(log_probs, tokens.flatten(0, 1), first=1)  # (B*R, V)
+        return candidates(log_probs, scores, at_limit, only_eos)
+
+    score.__name__ = score.__qualname__ = f"candidates_no_repeat_{ngram}"
+    return score
 
 def choose(cand_scores: Tensor, cand_beams: Tensor, cand_tokens: Tensor, only_eos: Tensor
            ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
@@ -121,82 +137,133 @@ def beam_search(model: Transformer, src: Tensor, beam_size: int = 4, nbest: int 
     c, k, n, step = model.config, beam_size, src.size(0), step or Step(model)
     max_lengths = max_output_lengths(src, c.pad_id) if max_lengths is None else max_lengths
     width = int(max_lengths.max()) + 2  # bos, at most max_lengths tokens, eos
-    device = src.device
-    only_eos = torch.full((c.vocab_size,), NEG_INF, device=device)  # added at the length limit
+    only_eos = torch.full((c.vocab_size,), NEG_INF, device=src.device)  # added at the length limit
     only_eos[c.eos_id] = 0.0
-
     # The encoder and the cross-attention keys and values: once per sentence, shared by its K beams.
     # The K beams start equal (bos), so the first step runs one row per sentence, then fans out.
     src, limits, cache = step.start(src, max_lengths, capacity=width)
-    b = src.size(0)
-    active = torch.arange(b, device=device)  # sentences still searching; `limits`, `src` follow them
+    live = _Live.start(src, limits, k, c.bos_id if start is None else start)
     if constraints is not None:
-        constraints.start(b, k)
-    scores = torch.full((b, k), NEG_INF, device=device)
-    scores[:, 0] = 0.0  # expand only the first of the equal beams
-    tokens = torch.full((b, k, 1), c.bos_id if start is None else start, dtype=torch.long,
-                        device=device)  # live, (B, K, L)
-    last = tokens[:, 0, 0]  # (B*R,): each decoder row's last token
-    final = Finished(b, k, width, c.pad_id, device)
-    beam_rows = torch.arange(b, device=device)[:, None] * k  # (B, 1): each sentence's first row
-    # Which sentences are done changes only when a hypothesis finishes or a sentence reaches its
-    # limit: between such steps, nothing is checked (a lone sentence's search is mostly such steps).
-    first_limit = int(limits.min())  # the first step at which a sentence must end
-    never = torch.zeros(b, dtype=torch.bool, device=device)  # (B,): at_limit before that step
-    done, stay_done = never, False  # (B,): which are done; whether any done one stays in the batch
+        constraints.start(src.size(0), k)
+    final = Finished(src.size(0), k, width, c.pad_id, src.device)
 
     for position in range(width - 1):
-        at_limit = limits <= position if position >= first_limit else never  # (B,): eos must follow
-        if constraints is None and repetition.off:
-            cand_scores, cand_beams, cand_tokens, ended, kept, scores, beams, new = step.scored(
-                last, src, cache, candidates, scores, at_limit, only_eos)  # (B, 2K) x 3, (B, K) x 5
-        else:
-            if repetition.off:
-                log_probs = step.log_probs(last, src, cache)  # (B*R, V)
-            else:  # the rules act on the logits of each row, given the tokens of its hypothesis
-                logits, _ = step.logits(last, src, cache)  # (B*R, V)
-                rows = logits.size(0) // tokens.size(0)  # R
-                produced = tokens[:, :rows, 1:].flatten(0, 1)  # (B*R, L - 1): without the start token
-                log_probs = repetition.logits(logits, produced, c.pad_id).log_softmax(dim=-1)
-            if constraints is None:
-                cand_scores, cand_beams, cand_tokens, ended, kept, scores, beams, new = candidates(
-                    log_probs, scores, at_limit, only_eos)
-            else:
-                cand_scores, cand_beams, cand_tokens, ended, kept, scores, beams, new = constraints.choose(
-                    log_probs, scores, at_limit, only_eos, c.eos_id, position)
-                constraints.follow()
-
+        at_limit = live.at_limit(position)  # (B,): eos must follow
+        cand_scores, cand_beams, cand_tokens, ended, kept, scores, beams, new = _choose(
+            step, live.last, live.src, cache, live.tokens, live.scores, at_limit, only_eos, position,
+            constraints, repetition)
         # Candidates ending in eos among the first K ranks are finished; the best K others live on.
         lp = _penalty(position + 1, alpha, penalty)
-        finished = final.add(active, tokens, cand_beams[:, :k], cand_scores[:, :k], ended, lp, c.eos_id)
-        tokens = torch.cat([tokens.gather(1, beams[:, :, None].expand(-1, -1, tokens.size(2))),
-                            new[:, :, None]], dim=2)  # (B, K, L+1)
+        finished = final.add(live.active, live.tokens, cand_beams[:, :k], cand_scores[:, :k], ended, lp,
+                             c.eos_id)
+        live.extend(scores, beams, new)
         if watch is not None:
-            watch(BeamStep(position, active, cand_scores, cand_beams, cand_tokens, ended, kept, lp))
+            watch(BeamStep(position, live.active, cand_scores, cand_beams, cand_tokens, ended, kept, lp))
         if position == 0:
             step.fan_out(cache, k)  # every beam continues bos: each starts as a copy of its sentence's row
         else:
-            cache.reorder((beam_rows + beams).flatten())  # (B*K,)
-
-        if finished or position >= first_limit:
-            done = final.full(active) | at_limit  # (B,)
+            cache.reorder((live.beam_rows + beams).flatten())  # (B*K,)
+        if finished or position >= live.first_limit:  # which are done changes only then
+            done = final.full(live.active) | at_limit  # (B,)
             if done.all():
                 break
-            keep = step.rows_to_keep(done, k)  # (B',) or None: finished sentences leave the batch
-            if keep is not None:
-                active, limits, scores, tokens, new, done = (
-                    x[keep] for x in (active, limits, scores, tokens, new, done))
-                src, beam_rows = src.index_select(0, keep), beam_rows[:len(keep)]
-                cache.select(keep)
-                if constraints is not None:
-                    constraints.select(keep)
-                first_limit, never = int(limits.min()), never[keep]
-            stay_done = bool(done.any())
-        if stay_done:  # finished sentences that stay: nothing they make is kept
-            scores.masked_fill_(done[:, None], NEG_INF)
-        last = new.flatten()  # (B*K,)
+            live.leave(done, step.rows_to_keep(done, k), cache, constraints)
+        live.go_on()
     return final.best(nbest, c.eos_id, c.pad_id)[:n]
 
+
+def _choose(step: Step, last: Tensor, src: Tensor, cache: DecoderCache, tokens: Tensor, scores: Tensor,
+            at_limit: Tensor, only_eos: Tensor, position: int, constraints: Constraints | None,
+            repetition: Repetition) -> tuple[Tensor, ...]:
+    """One step of the search after the rows' `last` tokens (B*R,), their hypotheses `tokens` (B, K,
+    L): the candidates and what becomes of them (`candidates`' eight tensors). Without constraints
+    and a repetition penalty, in the step's own graph (compiled: `Step.scored`), the n-gram rule too."""
+    if constraints is None and repetition.penalty == 1.0:
+        if not repetition.ngram:
+            return step.scored(last, src, cache, candidates, scores, at_limit, only_eos)
+        rows = tokens[:, :1 if position == 0 else tokens.size(1)].contiguous()  # (B, R, L)
+        return step.scored(last, src, cache, candidates_no_repeat(repetition.ngram), scores, at_limit,
+                           only_eos, rows)
+    if repetition.off:
+        log_probs = step.log_probs(last, src, cache)  # (B*R, V)
+    else:  # the rules act on the logits of each row, given the tokens of its hypothesis
+        logits, _ = step.logits(last, src, cache)  # (B*R, V)
+        rows = logits.size(0) // tokens.size(0)  # R
+        produced = tokens[:, :rows, 1:].flatten(0, 1)  # (B*R, L - 1): without the start token
+        log_probs = repetition.penalise(logits, produced, step.model.config.pad_id).log_softmax(dim=-1)
+        log_probs = repetition.ban(log_probs, produced)
+    if constraints is None:
+        return candidates(log_probs, scores, at_limit, only_eos)
+    chosen = constraints.choose(log_probs, scores, at_limit, only_eos, step.model.config.eos_id, position)
+    constraints.follow()
+    return chosen
+
+
+@dataclass
+class _Live:
+    """The sentences still searching, their K live hypotheses each, and what follows them when
+    finished sentences leave the batch. Which sentences are done changes only when a hypothesis
+    finishes or a sentence reaches its limit: between such steps, nothing is checked (a lone
+    sentence's search is mostly such steps)."""
+
+    active: Tensor  # (B,) the sentences of the batch these are
+    src: Tensor  # (B, S)
+    limits: Tensor  # (B,) each sentence's most output tokens
+    scores: Tensor  # (B, K) each live hypothesis' log-probability
+    tokens: Tensor  # (B, K, L) the live hypotheses, the start token first
+    new: Tensor  # (B, K) each one's last token
+    beam_rows: Tensor  # (B, 1) each sentence's first decoder row
+    first_limit: int  # the first step at which a sentence must end
+    never: Tensor  # (B,) all False: `at_limit` before that step
+    done: Tensor  # (B,) which sentences are done (and stay in the batch: nothing they make is kept)
+    stay_done: bool = False  # whether any done sentence stays in the batch
+
+    @classmethod
+    def start(cls, src: Tensor, limits: Tensor, k: int, first: int) -> _Live:
+        """K beams of each sentence of `src` (B, S), equal (the `first` token): only the first is
+        expanded, the others score -inf until they differ."""
+        b, device = src.size(0), src.device
+        scores = torch.full((b, k), NEG_INF, device=device)
+        scores[:, 0] = 0.0
+        tokens = torch.full((b, k, 1), first, dtype=torch.long, device=device)
+        never = torch.zeros(b, dtype=torch.bool, device=device)
+        return cls(torch.arange(b, device=device), src, limits, scores, tokens, tokens[:, :1, 0],
+                   torch.arange(b, device=device)[:, None] * k, int(limits.min()), never, never)
+
+    @property
+    def last(self) -> Tensor:
+        """(B*R,): each decoder row's last token (R = 1 at the first step, K after)."""
+        return self.new.flatten()
+
+    def at_limit(self, position: int) -> Tensor:
+        """(B,): the sentences whose next token must be eos."""
+        return self.limits <= position if position >= self.first_limit else self.never
+
+    def extend(self, scores: Tensor, beams: Tensor, new: Tensor) -> None:
+        """The next live hypotheses: each extends the live one `beams` (B, K) names by its token `new`
+        (B, K), scoring `scores` (B, K)."""
+        kept = self.tokens.gather(1, beams[:, :, None].expand(-1, -1, self.tokens.size(2)))  # (B, K, L)
+        self.scores, self.new = scores, new
+        self.tokens = torch.cat([kept, new[:, :, None]], dim=2)  # (B, K, L + 1)
+
+    def leave(self, done: Tensor, keep: Tensor | None, cache: DecoderCache,
+              constraints: Constraints | None) -> None:
+        """After `done` (B,) changed: the sentences `keep` (B',) names stay, the others leave the batch
+        (None: all stay)."""
+        if keep is not None:
+            self.active, self.limits, self.scores, self.tokens, self.new, done = (
+                x[keep] for x in (self.active, self.limits, self.scores, self.tokens, self.new, done))
+            self.src, self.beam_rows = self.src.index_select(0, keep), self.beam_rows[:len(keep)]
+            cache.select(keep)
+            if constraints is not None:
+                constraints.select(keep)
+            self.first_limit, self.never = int(self.limits.min()), self.never[keep]
+        self.done, self.stay_done = done, bool(done.any())
+
+    def go_on(self) -> None:
+        """Before the next step: the done sentences that stay make nothing that is kept."""
+        if self.stay_done:
+            self.scores.masked_fill_(self.done[:, None], NEG_INF)
 
 class Finished:
     """The K best finished hypotheses of every sentence, kept sorted, best first."""

@@ -44,24 +44,10 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
     done = max_lengths <= 0  # (B',)
     for position in range(steps):
         logits, normaliser = step.logits(tokens, src, cache)  # (B', V), (B', 1)
-        model_logits, model_normaliser = logits, normaliser  # a forced token's, without the rules
-        if not repetition.off:
-            logits = repetition.logits(logits, outputs[active, :position], c.pad_id)
-            normaliser = logits.logsumexp(dim=-1, keepdim=True)
-        if temperature > 0:  # only the rows still decoding draw, in order: a row's sample depends
-            # neither on finished rows beside it nor on the copies that top a compiled step's batch up
-            tokens, decoding = torch.full_like(active, c.pad_id), ~done  # (B',) each
-            tokens[decoding] = sample(logits[decoding], temperature, top_k, generator)
-            chosen = logits.gather(1, tokens[:, None])  # (B', 1)
-        else:
-            chosen, tokens = logits.max(dim=-1, keepdim=True)  # (B', 1)
-            tokens = tokens.squeeze(1)  # (B',)
-        if prefix is not None and position < prefix.size(1):  # the prefix's token where it lasts
-            forced = prefix[active, position]  # (B',)
-            tokens = torch.where(forced >= 0, forced, tokens)
-            own = model_logits.gather(1, tokens[:, None]) - model_normaliser + normaliser  # no rules
-            chosen = torch.where(forced[:, None] >= 0, own, logits.gather(1, tokens[:, None]))
-        total[active] += torch.where(done, 0.0, (chosen - normaliser).squeeze(1))  # the token's log-prob
+        forced = prefix[active, position] if prefix is not None and position < prefix.size(1) else None
+        tokens, log_probs = _choose(logits, normaliser, outputs[active, :position], done, forced, repetition,
+                                    temperature, top_k, generator, c.pad_id)  # (B',) each
+        total[active] += torch.where(done, 0.0, log_probs)
         tokens[done] = c.pad_id
         outputs[active, position] = tokens
         done |= (tokens == c.eos_id) | (position + 1 >= max_lengths[active])
@@ -75,6 +61,34 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
     return [Hypothesis(output_tokens(row, c.eos_id, c.pad_id), log_prob, log_prob)
             for row, log_prob in zip(outputs[:n].tolist(), total[:n].tolist(), strict=True)]
 
+
+
+def _choose(logits: Tensor, normaliser: Tensor, produced: Tensor, done: Tensor, forced: Tensor | None,
+            repetition: Repetition, temperature: float, top_k: int, generator: torch.Generator | None,
+            pad_id: int) -> tuple[Tensor, Tensor]:
+    """One step's tokens and their log-probabilities (B',) each, from its logits (B', V) and their
+    log-normaliser (B', 1): under the rules against repetition, given the tokens each row `produced`
+    (B', L); the most likely, or drawn where `temperature` > 0 (by the rows not `done` only, in
+    order: a row's sample depends neither on finished rows beside it nor on the copies that top a
+    compiled step's batch up); where `forced` (B',) names a prefix's token (-1: none), that token,
+    its log-probability the model's, without the rules."""
+    model_logits, model_normaliser = logits, normaliser  # a forced token's
+    if repetition.penalty != 1.0:
+        logits = repetition.penalise(logits, produced, pad_id)
+        normaliser = logits.logsumexp(dim=-1, keepdim=True)
+    logits = repetition.ban(logits, produced)  # the tokens left keep their log-probabilities
+    if temperature > 0:
+        tokens, decoding = torch.full_like(done, pad_id, dtype=torch.long), ~done  # (B',) each
+        tokens[decoding] = sample(logits[decoding], temperature, top_k, generator)
+    else:
+        tokens = logits.max(dim=-1).indices  # (B',)
+    if forced is not None:
+        tokens = torch.where(forced >= 0, forced, tokens)
+    log_probs = logits.gather(1, tokens[:, None]) - normaliser  # (B', 1)
+    if forced is not None:
+        log_probs = torch.where(forced[:, None] >= 0,
+                                model_logits.gather(1, tokens[:, None]) - model_normaliser, log_probs)
+    return tokens, log_probs.squeeze(1)
 
 def sample(logits: Tensor, temperature: float, top_k: int = 0,
            generator: torch.Generator | None = None) -> Tensor:

@@ -245,8 +245,9 @@ def _with_rows(inputs: tuple, sentences: int, r: int, traced: bool) -> tuple:
     first step's too: its one position becomes several, and with `traced`, the rows get a table of
     where their histories lie); their values unset: export traces shapes. A score function's inputs
     of a row per sentence are those whose first size is the sentences' (`_ahead` made sure the
-    vocabulary's differs). Positions, source and the cache's capacity are made short, of lengths
-    that no other size has (export might take two equal sizes for one)."""
+    vocabulary's differs), hypotheses' tokens those of three dimensions (`_arg_like`). Positions,
+    source and the cache's capacity are made short, of lengths that no other size has (export might
+    take two equal sizes for one)."""
     last_tokens, table, keys, values, _, cross_attn, mask, *args = inputs
     b, old, taken = sentences * r, cross_attn[0][0].size(0), {sentences * r, sentences}
     positions = table.size(0) if table.size(0) > 1 else next(n for n in itertools.count(2) if n not in taken)
@@ -265,13 +266,24 @@ def _with_rows(inputs: tuple, sentences: int, r: int, traced: bool) -> tuple:
             like(last_tokens, b, capacity, dtype=torch.long) if traced else None,  # (B, C)
             [(cross(k), cross(v)) for k, v in cross_attn],
             like(mask, sentences, 1, 1, source),
-            *[like(a, sentences, *a.shape[1:]) if a.dim() and a.size(0) == old else a for a in args])
+            *[_arg_like(a, like, sentences, r, positions, old) for a in args])
+
+
+def _arg_like(arg: Any, like: Callable, sentences: int, r: int, positions: int, old: int) -> Any:
+    """A score function's input for `_with_rows`: hypotheses' tokens (three dimensions: B/R, R, L) for
+    its sentences, rows and positions, another input of a row per sentence for its sentences, others
+    as they are."""
+    if isinstance(arg, Tensor) and arg.dim() == 3:
+        return like(arg, sentences, r, positions)
+    return like(arg, sentences, *arg.shape[1:]) if isinstance(arg, Tensor) and arg.dim() and \
+        arg.size(0) == old else arg
 
 
 def _dynamic_shapes(inputs: tuple) -> tuple:
     """The step's inputs' dynamic dimensions, for `torch.export`: rows static, but on the step for
     every row count (`_takes_any_count`), where the sentences are a named dimension and the rows R
-    times them (a score function's inputs of a row per sentence follow; the others are static);
+    times them (a score function's inputs of a row per sentence follow, and hypotheses' tokens
+    (B/R, R, L) have the step's positions; the others are static);
     positions decoded (static at a search's first step: one), cache capacity and source length
     dynamic (from 2 to `compiling.LARGEST`). Those are hints, not named dimensions: export works out
     which are equal, and keeps as checks the conditions it cannot prove for every size in the range
@@ -297,7 +309,10 @@ def _dynamic_shapes(inputs: tuple) -> tuple:
               dims(a0=sentences, a3=source))
     if not args:
         return shapes
-    per_sentence = [dims(a0=sentences) if isinstance(a, Tensor) and a.dim() and a.size(0) == s else None
-                    for a in args]  # a score function's inputs of a row per sentence
-    return (*shapes, tuple(per_sentence))  # *args: one element, a tuple
+    def arg_dims(a: Any) -> dict[int, Any] | None:  # a score function's input: of a row per sentence,
+        if not isinstance(a, Tensor) or not a.dim():  # and hypotheses' tokens (B/R, R, L) of L positions
+            return None
+        return dims(a0=sentences if a.size(0) == s else None, a2=n if a.dim() == 3 else None)
+
+    return (*shapes, tuple(arg_dims(a) for a in args))  # *args: one element, a tuple
 

@@ -104,11 +104,11 @@ def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
     if config.compile and not verdict.known_unloadable(src.device):
         drawn = generator.get_state() if generator is not None else None
         try:
-            plain = constraints is None and config.temperature == 0 and repetition(config).off
+            plain = constraints is None and config.temperature == 0 and config.repetition_penalty == 1
             if plain and whole.takes(model, src, config.beam_size, limits):
                 found = whole.search(model, src, int(limits[0]), config.beam_size, config.nbest,
                                      config.length_penalty, config.penalty_form,
-                                     config.start_token(model.config.bos_id))
+                                     config.start_token(model.config.bos_id), config.no_repeat_ngram_size)
                 if found is not None:
                     return found
             return _search(model, src, limits, config, generator, CompiledStep(model), constraints, prefix)

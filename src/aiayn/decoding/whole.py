@@ -18,12 +18,14 @@ A graph's loop carries tensors of fixed shapes, so the search here is beam.py's 
   with each step's finished candidates whether any ended or not (`Finished.add`'s maths, no branch);
 - the loop ends when K hypotheses are finished or the sentence reaches its length limit, as
   beam.py's does; the length penalty of each length comes in as a table (`penalties`), computed as
-  beam.py computes it, so the graph holds no setting of the search but its beam size.
+  beam.py computes it, so the graph holds no setting of the search but its beam size;
+- the rule that no n-gram occurs twice (`no_repeat_ngram_size`, repetition.py) bans tokens from the
+  histories' buffers, whose positions past the step's are left out: a graph per n.
 Its results are beam.py's, in another order of floating-point operations (as the compiled steps';
 the width of the buffers changes that order too).
-Not here: batches, constraints and prefixes, a watcher, sampling, relative positions (their
-self-attention reads its positions from the keys' length), int8 models (faster on their steps):
-those search with the steps.
+Not here: batches, constraints and prefixes, a watcher, sampling, the repetition penalty, relative
+positions (their self-attention reads its positions from the keys' length), int8 models (faster on
+their steps): those search with the steps.
 
 Shapes: K beams, S source length, C the graph's width (`room`, or less: bos, at most the limit's
 tokens, eos), V vocabulary, H heads, d d_k, D d_model.
@@ -45,6 +47,7 @@ from aiayn.decoding import kernels, packages, step_graph
 from aiayn.decoding.beam import NEG_INF, _penalty, candidates
 from aiayn.decoding.cache import compiling, store
 from aiayn.decoding.cache.verdict import Unloadable
+from aiayn.decoding.repetition import Repetition
 from aiayn.decoding.steps import Hypothesis, output_tokens
 from aiayn.decoding.tracing import gate
 from aiayn.model import Transformer
@@ -75,14 +78,15 @@ def _int8(model: Transformer) -> bool:
 
 
 def search(model: Transformer, src: Tensor, limit: int, beam_size: int, nbest: int, alpha: float,
-           penalty: str, start: int) -> list[list[Hypothesis]] | None:
+           penalty: str, start: int, ngram: int = 0) -> list[list[Hypothesis]] | None:
     """beam.beam_search of one sentence src (1, S), of at most `limit` output tokens, by the graph
     (`takes` says which): the `nbest` best hypotheses, best first; None where the model's search does
     not export or compile as one graph (said once: the caller then searches on the compiled steps).
+    `ngram`: no n-gram of this many tokens twice in a hypothesis (repetition.py; 0: off).
     The search runs in `room` positions, and again in its whole width if it outgrows them."""
     if not 1 <= nbest <= beam_size:
         raise ValueError(f"nbest={nbest} must be between 1 and the beam size {beam_size}")
-    c, full, graph = model.config, limit + 2, _graph(model)
+    c, full, graph = model.config, limit + 2, _graph(model, ngram)
     scores = torch.full((beam_size,), NEG_INF, device=src.device)
     scores[0] = 0.0
     for width in sorted({min(full, room(src.size(1))), full}):
@@ -131,9 +135,10 @@ def _penalties(width: int, alpha: float, form: str) -> Tensor:
 class WholeBeam(nn.Module):
     """The traced search. The model is a submodule, so that freezing sees its weights as constants."""
 
-    def __init__(self, model: Transformer) -> None:
+    def __init__(self, model: Transformer, ngram: int = 0) -> None:
         super().__init__()
-        self.model = model
+        self.model, self.rule = model, Repetition(ngram=ngram)
+        self.output = OUTPUT + (f"-no-repeat-{ngram}" if ngram else "")
 
     def forward(self, src: Tensor, table: Tensor, penalties: Tensor, scores: Tensor, limit: Tensor,
                 start: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -169,19 +174,14 @@ class WholeBeam(nn.Module):
             filled = (positions <= i)[None, None, None, :]  # (1, 1, 1, C): the positions written
             hidden, _ = m.decoder(x, filled, cross, mask, slots, need_weights=True)  # (K, 1, D)
             log_probs = m.logits(hidden)[:, -1].float().log_softmax(-1).masked_fill(never, NEG_INF)  # (K, V)
+            log_probs = self.rule.ban(log_probs, tokens, length=i + 1, first=1)  # no n-gram twice
             at_limit = (i >= limit).reshape(1)
             cand_scores, cand_beams, _, ended, _, live, beams, new = candidates(
                 log_probs, live, at_limit, only_eos)  # (1, 2K) x 3, (1, K) x 5
-            # Finished.add: the first K candidates that end in eos, merged with the finished ones.
-            ended_scores = torch.where(ended[0], cand_scores[0, :k] / penalties.index_select(0, i.reshape(1)),
-                                        NEG_INF)  # (K,)
             at_next = positions == i + 1  # (C,): where this step's tokens go
-            ending = torch.where(at_next, eos, tokens.index_select(0, cand_beams[0, :k]))  # (K, C)
-            merged, order = torch.cat([final, ended_scores]).topk(k)  # (K,)
-            merging = ended.any()  # as Finished.add: the finished ones stay as they are otherwise
-            final = torch.where(merging, merged, final)
-            final_lp = torch.where(merging, torch.cat([final_lp, cand_scores[0, :k]])[order], final_lp)
-            final_tokens = torch.where(merging, torch.cat([final_tokens, ending])[order], final_tokens)
+            final, final_lp, final_tokens = _finish(
+                (final, final_lp, final_tokens), cand_scores[0, :k], cand_beams[0, :k], ended[0], tokens,
+                penalties.index_select(0, i.reshape(1)), at_next, eos)
             tokens = torch.where(at_next, new[0, :, None], tokens.index_select(0, beams[0]))  # (K, C)
             keys = [s.k.index_select(0, beams[0]) for s in slots.self_attn]  # each beam's history
             values = [s.v.index_select(0, beams[0]) for s in slots.self_attn]
@@ -189,16 +189,42 @@ class WholeBeam(nn.Module):
             carried = (i + 1, done, live, new[0], tokens, final, final_lp, final_tokens, *keys, *values)
             return tuple(t.clone() for t in carried)  # a loop's outputs may not alias its inputs
 
-        d_k = c.d_model // c.n_heads
-        begin = (torch.zeros((), dtype=torch.long, device=src.device),
-                 torch.zeros((), dtype=torch.bool, device=src.device),
-                 scores[None].clone(), start.expand(k).clone(),  # (1, K), (K,)
-                 torch.where(positions == 0, start, pad).expand(k, -1).clone(),  # (K, C)
-                 torch.full((k,), NEG_INF, device=src.device), torch.full((k,), NEG_INF, device=src.device),
-                 pad.expand(k, -1).clone(),
-                 *[memory.new_zeros(k, c.n_heads, width, d_k) for _ in range(2 * n)])
-        out = while_loop(go_on, step, begin)
+        history = torch.where(positions == 0, start, pad)  # (C,): the start token, then padding
+        out = while_loop(go_on, step, _begin(scores, pad, history, memory, c.n_heads, n))
         return out[5], out[6], out[7], out[1]
+
+
+def _finish(finished: tuple[Tensor, Tensor, Tensor], scores: Tensor, beams: Tensor, ended: Tensor,
+            tokens: Tensor, penalty: Tensor, at_next: Tensor, eos: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """beam.py's `Finished.add`, without a branch: the first K candidates (their log-probabilities
+    `scores` (K,), the live hypotheses `beams` (K,) they extend, of `tokens` (K, C)) that `ended` (K,)
+    in eos, divided by the length `penalty` (1,), merged with the K `finished` ones (scores,
+    log-probabilities (K,) and tokens (K, C), best first); as they were where none ended. `at_next`
+    (C,): where this step's token goes; `eos` (C,): eos everywhere."""
+    final, final_lp, final_tokens = finished
+    k = final.size(0)
+    ended_scores = torch.where(ended, scores / penalty, NEG_INF)  # (K,)
+    ending = torch.where(at_next, eos, tokens.index_select(0, beams))  # (K, C)
+    merged, order = torch.cat([final, ended_scores]).topk(k)  # (K,)
+    merging = ended.any()
+    return (torch.where(merging, merged, final),
+            torch.where(merging, torch.cat([final_lp, scores])[order], final_lp),
+            torch.where(merging, torch.cat([final_tokens, ending])[order], final_tokens))
+
+
+def _begin(scores: Tensor, pad: Tensor, history: Tensor, memory: Tensor, heads: int, layers: int
+           ) -> tuple[Tensor, ...]:
+    """What the loop carries at first, given the beams' first scores (K,), padding (C,) and a
+    history (C,) of the start token then padding: the position (0), done (False), the live scores
+    (1, K) and last tokens (K,), the live histories (K, C), the finished hypotheses' scores,
+    log-probabilities (K,: none) and tokens (K, C: padding), each layer's keys, then values (K, H, C, d)."""
+    k, (width,), device = scores.size(0), pad.shape, memory.device
+    d_k = memory.size(-1) // heads
+    return (torch.zeros((), dtype=torch.long, device=device),
+            torch.zeros((), dtype=torch.bool, device=device), scores[None].clone(),
+            history[:1].expand(k).clone(), history.expand(k, -1).clone(),
+            torch.full((k,), NEG_INF, device=device), torch.full((k,), NEG_INF, device=device),
+            pad.expand(k, -1).clone(), *[memory.new_zeros(k, heads, width, d_k) for _ in range(2 * layers)])
 
 
 @dataclass
@@ -220,34 +246,37 @@ class _Slots:
     self_attn: list[_Slot]  # what `Decoder.forward` reads of a cache
 
 
-_graphs: WeakKeyDictionary[Transformer, tuple[tuple[int, ...], packages.Packages]] = WeakKeyDictionary()
+_graphs: WeakKeyDictionary[Transformer, dict[int, tuple[tuple[int, ...], packages.Packages]]] = \
+    WeakKeyDictionary()  # by the n-gram rule's n
 _refused: WeakKeyDictionary[Transformer, bool] = WeakKeyDictionary()  # whose search did not compile
 _int8_models: WeakKeyDictionary[Transformer, bool] = WeakKeyDictionary()  # `_int8`'s answers
 
 
 def graphs(model: Transformer) -> list[store.Kind]:
-    """The whole searches this process holds for the model's current weights (one per beam size)."""
-    known = _graphs.get(model)
-    return [] if known is None else known[1].kinds()
+    """The whole searches this process holds for the model's current weights (one per beam size and
+    n-gram rule)."""
+    return [kind for _, graph in _graphs.get(model, {}).values() for kind in graph.kinds()]
 
 
-def _graph(model: Transformer) -> packages.Packages:
-    """The model's whole search, compiled for its current weights (anew once they change in place,
-    as the steps are), sharing the loaded weights with its compiled steps."""
+def _graph(model: Transformer, ngram: int = 0) -> packages.Packages:
+    """The model's whole search under the n-gram rule of `ngram` (0: none), compiled for its current
+    weights (anew once they change in place, as the steps are), sharing the loaded weights with its
+    compiled steps."""
     with gate.running():
         versions = step_graph.weight_versions(model)
-    known = _graphs.get(model)
+    graphs = _graphs.setdefault(model, {})
+    known = graphs.get(ngram)
     if known is None or known[0] != versions:
-        known = _graphs[model] = (versions, packages.Packages(
-            WholeBeam(model), _kind, _dynamic_shapes, weights=step_graph.weights_loaded(model, versions),
-            example=_example))
+        known = graphs[ngram] = (versions, packages.Packages(
+            WholeBeam(model, ngram), _kind, _dynamic_shapes,
+            weights=step_graph.weights_loaded(model, versions), example=_example))
     return known[1]
 
 
 def _kind(module: WholeBeam, inputs: tuple) -> store.Kind:
-    """One graph per beam size (the scores' length), its weights plain (a few rows)."""
+    """One graph per beam size (the scores' length) and n-gram rule, its weights plain (a few rows)."""
     k = inputs[3].size(0)
-    return store.Kind(k, OUTPUT, traced=False, beams=k, packed=False)
+    return store.Kind(k, module.output, traced=False, beams=k, packed=False)
 
 
 def _example(module: WholeBeam, kind: store.Kind, inputs: tuple) -> tuple:

@@ -15,6 +15,7 @@ from torch import Tensor
 
 from aiayn.config import ConfigError
 from aiayn.decoding.tracing import gate
+from aiayn.decoding.translator import repetition
 from aiayn.explain.record import Embedded, EncoderLayerTrace, Trace, record
 from aiayn.explain.search import search_tree
 from aiayn.model import Transformer
@@ -47,7 +48,7 @@ def explain(translator: Translator, sentence: str, top_k: int = TOP_K, **options
     c = model.config
     src = [*translator.source_prefix, *ids, c.eos_id]  # a multilingual model's >>xx<< first
     tree = search_tree(model, tokenizer, src, config.beam_size, config.length_penalty, config.penalty_form,
-                       config.max_output_extra, config.max_output_len, translator.start)
+                       config.max_output_extra, config.max_output_len, translator.start, repetition(config))
     tgt = [translator.start] + tree.tokens
     trace = record(model, src, tgt)
     return {

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from aiayn.decoding.beam import BeamStep, beam_search
+from aiayn.decoding.repetition import OFF, Repetition
 from aiayn.decoding.steps import output_limits
 from aiayn.model import Transformer
 from aiayn.tokenizer import Tokenizer
@@ -51,9 +52,10 @@ class SearchTree:
 @torch.no_grad()
 def search_tree(model: Transformer, tokenizer: Tokenizer, src: list[int], beam_size: int, alpha: float,
                 penalty_form: str, max_output_extra: int = 50, max_output_len: int = 0,
-                start: int | None = None) -> SearchTree:
+                start: int | None = None, repetition: Repetition = OFF) -> SearchTree:
     """Search source ids `src` (eos included) as `aiayn translate` does with these options, keeping
-    the tree; `start`: the decoder's first token (default bos; a multilingual model's target language)."""
+    the tree; `start`: the decoder's first token (default bos; a multilingual model's target language);
+    `repetition`: the rules against repetition loops (decoding/repetition.py)."""
     c = model.config
     src_ = torch.tensor([src], device=next(model.parameters()).device)
     limits = output_limits(model, src_, max_output_extra, max_output_len)  # as translate's search
@@ -79,7 +81,8 @@ def search_tree(model: Transformer, tokenizer: Tokenizer, src: list[int], beam_s
         live[:] = [made.get(rank, -1) for rank in kept]
         steps.append(list(made.values()))
 
-    best = beam_search(model, src_, beam_size, 1, alpha, penalty_form, limits, watch=watch, start=start)[0][0]
+    best = beam_search(model, src_, beam_size, 1, alpha, penalty_form, limits, watch=watch, start=start,
+                       repetition=repetition)[0][0]
     chosen = max((n for n in nodes if n.state == "finished" and _tokens(nodes, n) == best.tokens),
                  key=lambda n: n.score)
     return SearchTree(beam_size, alpha, penalty_form, nodes, steps, chosen.id, best.tokens)

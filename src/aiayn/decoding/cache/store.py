@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import stat
 import sys
@@ -151,12 +152,15 @@ def entry_fields(weights: str, kind: Kind, sample: Tensor) -> dict[str, Any]:
 def describe(fields: dict[str, Any]) -> str:
     """What an entry's step is for, in words: '16 rows, beam search of beam 4', '2 rows, greedy, a
     search's first step'."""
-    if fields.get("output") == "whole-beam":  # decoding/whole.py
-        return f"one sentence's whole beam search of beam {fields.get('beams')}"
+    output = str(fields.get("output"))
+    ngram = re.search(r"no[-_]repeat[-_](\d+)$", output)  # the n-gram rule's (beam.candidates_no_repeat)
+    rule = f", no {ngram[1]}-gram twice" if ngram else ""
+    if output.startswith("whole-beam"):  # decoding/whole.py
+        return f"one sentence's whole beam search of beam {fields.get('beams')}{rule}"
     search = "greedy"
-    if fields.get("traced") or str(fields.get("output")).endswith(".candidates"):
+    if fields.get("traced") or ".candidates" in output:
         search = f"beam search of beam {fields['beams']}" if fields.get("beams") else "beam search"
-    return f"{rows(fields)}, {search}" + (", a search's first step" if fields.get("first") else "")
+    return f"{rows(fields)}, {search}{rule}" + (", a search's first step" if fields.get("first") else "")
 
 
 def rows(fields: dict[str, Any]) -> str:
