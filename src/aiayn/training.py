@@ -129,35 +129,7 @@ def _fresh(out: Path, preset: str | None, config: str | Path | None,
     if not recipe.preset_given:
         print(f"preset: {recipe.preset} (none given; the default on this device. --preset base is the "
               "paper's base model)")
-    if data.tokenizer:
-        tokenizer = Tokenizer.load(data.tokenizer)
-    elif tokenized := [spec for spec in data.train if binarized.is_corpus_dir(Path(spec))]:
-        raise cfg.ConfigError(f"{tokenized[0]} is a tokenized corpus: give its tokenizer with --tokenizer, "
-                              "or the whole data directory with --data")
-    elif ranks.world > 1:
-        raise cfg.ConfigError("under torchrun every rank must use one vocabulary: prepare it first "
-                              "(`aiayn prepare --train SPEC --out DATA_DIR`) and pass --data DATA_DIR "
-                              "(or --tokenizer)")
-    elif data.pairs:
-        if asked.separate:
-            raise cfg.ConfigError("--pairs learns one vocabulary over all the languages: train with "
-                                  "--vocabulary joint")
-        by_language: dict[str, list[str]] = {}  # each language's sentences, from the first direction with it
-        for d in map(multilingual.Direction.parse, data.pairs):
-            if d.src not in by_language or d.tgt not in by_language:
-                corpora = [load_corpus(spec, d.src, d.tgt) for spec in data.train]
-                by_language.setdefault(d.src, [s for c in corpora for s in c.source])
-                by_language.setdefault(d.tgt, [t for c in corpora for t in c.target])
-        tokenizer = Tokenizer.learn_languages(by_language, asked.vocab_size, train_config.seed)
-    else:
-        corpora = [load_corpus(spec, data.src_lang, data.tgt_lang) for spec in data.train]
-        source = [s for corpus in corpora for s in corpus.source]
-        target = [t for corpus in corpora for t in corpus.target]
-        if not any(source) or not any(target):
-            raise DataError(f"{', '.join(c.name for c in corpora)}: no text to learn a tokenizer from "
-                            f"({len(source):,} pairs, all empty on one side)")
-        src_vocab_size = asked.source_vocab_size if asked.separate else None
-        tokenizer = Tokenizer.learn(source, target, asked.vocab_size, train_config.seed, src_vocab_size)
+    tokenizer = _tokenizer(data, asked, train_config.seed, ranks)
     sizes = {"vocab_size": tokenizer.vocab_size}
     if tokenizer.separate:
         sizes["src_vocab_size"] = tokenizer.source_vocab_size
@@ -167,6 +139,40 @@ def _fresh(out: Path, preset: str | None, config: str | Path | None,
         "bos_id": tokenizer.bos_id, "eos_id": tokenizer.eos_id})
     torch.manual_seed(train_config.seed)
     return Transformer(model_config), tokenizer, data, train_config
+
+
+def _tokenizer(data: cfg.DataConfig, asked: cfg.ModelConfig, seed: int,
+               ranks: distributed.Ranks) -> Tokenizer:
+    """A new run's tokenizer: the one given, or one learned from the training corpora (one vocabulary
+    over all the languages of a multilingual model)."""
+    if data.tokenizer:
+        return Tokenizer.load(data.tokenizer)
+    if tokenized := [spec for spec in data.train if binarized.is_corpus_dir(Path(spec))]:
+        raise cfg.ConfigError(f"{tokenized[0]} is a tokenized corpus: give its tokenizer with --tokenizer, "
+                              "or the whole data directory with --data")
+    if ranks.world > 1:
+        raise cfg.ConfigError("under torchrun every rank must use one vocabulary: prepare it first "
+                              "(`aiayn prepare --train SPEC --out DATA_DIR`) and pass --data DATA_DIR "
+                              "(or --tokenizer)")
+    if data.pairs:
+        if asked.separate:
+            raise cfg.ConfigError("--pairs learns one vocabulary over all the languages: train with "
+                                  "--vocabulary joint")
+        by_language: dict[str, list[str]] = {}  # each language's sentences, from the first direction with it
+        for d in map(multilingual.Direction.parse, data.pairs):
+            if d.src not in by_language or d.tgt not in by_language:
+                corpora = [load_corpus(spec, d.src, d.tgt) for spec in data.train]
+                by_language.setdefault(d.src, [s for c in corpora for s in c.source])
+                by_language.setdefault(d.tgt, [t for c in corpora for t in c.target])
+        return Tokenizer.learn_languages(by_language, asked.vocab_size, seed)
+    corpora = [load_corpus(spec, data.src_lang, data.tgt_lang) for spec in data.train]
+    source = [s for corpus in corpora for s in corpus.source]
+    target = [t for corpus in corpora for t in corpus.target]
+    if not any(source) or not any(target):
+        raise DataError(f"{', '.join(c.name for c in corpora)}: no text to learn a tokenizer from "
+                        f"({len(source):,} pairs, all empty on one side)")
+    return Tokenizer.learn(source, target, asked.vocab_size, seed, asked.source_vocab_size if asked.separate
+                           else None)
 
 
 def _from_parent(out: Path, recipe: cfg.Recipe):

@@ -85,64 +85,95 @@ def train_variants(ctx: ExperimentContext, variants: dict[str, dict], valid_ever
     run of the experiments into the same place) is read back instead of trained again."""
     from aiayn.data.batching import tokenize
     from aiayn.data.corpora import load_corpus
-    from aiayn.decoding.translator import translate, translate_ids
-    from aiayn.evaluate import score, tokenizer_for
-    from aiayn.model import Transformer, parameter_counts
     from aiayn.tokenizer import Tokenizer
-    from aiayn.train.logs import MetricsLog
 
     quick = replace(QUICK, name=setup.name, src=setup.src, tgt=setup.tgt, recipe=setup.recipe)  # same labels
     setup, steps = (quick, 60) if ctx.quick else (setup, ctx.training_steps)
     corpus = load_corpus(setup.spec, setup.src, setup.tgt)
     valid = load_corpus(setup.valid, setup.src, setup.tgt)
-    words = sum(_words(t, setup.tgt) + 1 for t in valid.target)  # + 1: the end of each sentence (eos)
     tokenizers = {"joint": Tokenizer.learn(corpus.source, corpus.target, setup.vocab)}
-    long_lines = [_joined(valid.source[i:i + 4], setup.src) for i in range(0, 80, 4)]
-    long_refs = [_joined(valid.target[i:i + 4], setup.tgt) for i in range(0, 80, 4)]
-    joint_train = tokenize(corpus, tokenizers["joint"], 256)
-    result = Trained(setup, steps, _longest(joint_train),
-                     min(len(s) for s in tokenizers["joint"].encode(long_lines)) + 1)
+    long = _LongInputs([_joined(valid.source[i:i + 4], setup.src) for i in range(0, 80, 4)],
+                       [_joined(valid.target[i:i + 4], setup.tgt) for i in range(0, 80, 4)])
+    trains = {"joint": tokenize(corpus, tokenizers["joint"], 256)}
+    result = Trained(setup, steps, _longest(trains["joint"]),
+                     min(len(s) for s in tokenizers["joint"].encode(long.sources)) + 1)
     runs = Path(ctx.run_dir or ctx.out / "runs")
     run_dir = runs / "-".join([setup.name, *variants] if setup.name else variants)  # one per comparison
-    bleu_tokenize = tokenizer_for(setup.tgt)  # characters into Chinese
     for name, overrides in variants.items():
         kind = overrides.get("vocabulary", "joint")
         if kind not in tokenizers:
             apart = setup.separate_vocab or setup.vocab
             tokenizers[kind] = Tokenizer.learn(corpus.source, corpus.target, apart, src_vocab_size=apart)
-        tokenizer = tokenizers[kind]
-        train_data = joint_train if kind == "joint" else tokenize(corpus, tokenizer, 256)
-        valid_data = tokenize(valid, tokenizer)
-        sizes = {"src_vocab_size": tokenizer.source_vocab_size} if kind == "separate" else {}
-        torch.manual_seed(1)
-        model = Transformer(model_config(setup.preset, vocab_size=tokenizer.vocab_size, **sizes,
-                                         max_positions=_longest(train_data), dropout=0.3,
-                                         attention_dropout=0.0, activation_dropout=0.0,
-                                         **dict(setup.shape), **overrides))
-        result.parameters[name] = parameter_counts(model)["total"]
-        config = TrainConfig(warmup_steps=setup.warmup, lr_scale=0.5, max_steps=steps,
-                             valid_every=valid_every, bleu_every=0, save_every=0, keep_checkpoints=1,
-                             log_every=100)
-        data = DataConfig(batch_tokens=setup.batch_tokens)
-        before = _trained_before(run_dir / name, model, tokenizer, data, config)
-        if before is not None:
-            result.read_back.append(name)
-        model = before if before is not None else _trained(
-            model, tokenizer, train_data, valid_data if valid_every else None, data, config, run_dir / name)
-        records = MetricsLog(run_dir / name / "metrics.jsonl").records()
-        result.seconds[name] = next((r["elapsed_s"] for r in reversed(records) if r["kind"] == "train"), 0.0)
+            trains[kind] = tokenize(corpus, tokenizers[kind], 256)
+        valid_data = tokenize(valid, tokenizers[kind])
+        model = _variant(result, name, overrides, tokenizers[kind], trains[kind],
+                         valid_data if valid_every else None, steps, valid_every, run_dir / name)
         if valid_every:
-            result.curves[name] = [(r["step"], r["nll"] * r["tokens"] / words)
-                                   for r in records if r["kind"] == "valid"]
-        hypotheses = translate_ids(model, tokenizer, valid_data.source, DecodeConfig(), progress=False)
-        result.bleu[name] = score([h[0].text for h in hypotheses], valid.target, bleu_tokenize).bleu
-        try:
-            long_hyps = translate(model, tokenizer, long_lines, DecodeConfig(), progress=False)
-            result.long_bleu[name] = score([h[0].text for h in long_hyps], long_refs, bleu_tokenize).bleu
-            result.long[name] = f"BLEU {result.long_bleu[name]:.1f}"
-        except ValueError as e:
-            result.long[name] = f"cannot: {str(e).split(';')[0]}"
+            words = sum(_words(t, setup.tgt) + 1 for t in valid.target)  # + 1: each sentence's end (eos)
+            result.curves[name] = _curve(run_dir / name, words)
+        _score(result, name, model, tokenizers[kind], valid_data, valid.target, long)
     return result
+
+
+@dataclass(frozen=True)
+class _LongInputs:
+    sources: list[str]  # four validation sentences joined, each
+    references: list[str]  # their references joined alike
+
+
+def _variant(result: Trained, name: str, overrides: dict, tokenizer: Tokenizer, train_data: TokenizedCorpus,
+             valid_data: TokenizedCorpus | None, steps: int, valid_every: int, run: Path) -> Transformer:
+    """The variant's model, trained into `run` or read back from an earlier run; its parameters and
+    training seconds recorded in `result`."""
+    from aiayn.model import Transformer, parameter_counts
+    from aiayn.train.logs import MetricsLog
+
+    setup, sizes = result.setup, {}
+    if overrides.get("vocabulary") == "separate":
+        sizes = {"src_vocab_size": tokenizer.source_vocab_size}
+    torch.manual_seed(1)
+    model = Transformer(model_config(setup.preset, vocab_size=tokenizer.vocab_size, **sizes,
+                                     max_positions=_longest(train_data), dropout=0.3,
+                                     attention_dropout=0.0, activation_dropout=0.0,
+                                     **dict(setup.shape), **overrides))
+    result.parameters[name] = parameter_counts(model)["total"]
+    config = TrainConfig(warmup_steps=setup.warmup, lr_scale=0.5, max_steps=steps, valid_every=valid_every,
+                         bleu_every=0, save_every=0, keep_checkpoints=1, log_every=100)
+    data = DataConfig(batch_tokens=setup.batch_tokens)
+    before = _trained_before(run, model, tokenizer, data, config)
+    if before is not None:
+        result.read_back.append(name)
+    model = before if before is not None else _trained(model, tokenizer, train_data, valid_data, data,
+                                                       config, run)
+    records = MetricsLog(run / "metrics.jsonl").records()
+    result.seconds[name] = next((r["elapsed_s"] for r in reversed(records) if r["kind"] == "train"), 0.0)
+    return model
+
+
+def _curve(run: Path, words: int) -> list[tuple[int, float]]:
+    """The run's validation losses: (update, nats per reference word)."""
+    from aiayn.train.logs import MetricsLog
+
+    return [(r["step"], r["nll"] * r["tokens"] / words)
+            for r in MetricsLog(run / "metrics.jsonl").records() if r["kind"] == "valid"]
+
+
+def _score(result: Trained, name: str, model: Transformer, tokenizer: Tokenizer, valid_data: TokenizedCorpus,
+           references: list[str], long: _LongInputs) -> None:
+    """Validation BLEU of the variant's model, beam 4, and on the long inputs (or why it cannot
+    translate them), into `result`."""
+    from aiayn.decoding.translator import translate, translate_ids
+    from aiayn.evaluate import score, tokenizer_for
+
+    bleu_tokenize = tokenizer_for(result.setup.tgt)  # characters into Chinese
+    hypotheses = translate_ids(model, tokenizer, valid_data.source, DecodeConfig(), progress=False)
+    result.bleu[name] = score([h[0].text for h in hypotheses], references, bleu_tokenize).bleu
+    try:
+        long_hyps = translate(model, tokenizer, long.sources, DecodeConfig(), progress=False)
+        result.long_bleu[name] = score([h[0].text for h in long_hyps], long.references, bleu_tokenize).bleu
+        result.long[name] = f"BLEU {result.long_bleu[name]:.1f}"
+    except ValueError as e:
+        result.long[name] = f"cannot: {str(e).split(';')[0]}"
 
 
 def _trained_before(run: Path, model: Transformer, tokenizer: Tokenizer, data: DataConfig,

@@ -45,55 +45,65 @@ def _spec(model: Transformer, tokenizer: Tokenizer, max_positions: int, start_gi
     spec.config.decoder_start_token = None if start_given else pieces[c.bos_id]
     spec.config.eos_token, spec.config.unk_token = pieces[c.eos_id], pieces[tokenizer.unk_id]
     spec.config.add_source_eos = True  # aiayn ends every source with eos
-    w = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}  # from any device
+    weights = _Weights(model)
     positions = model.positions(max_positions).cpu().numpy()  # (max_positions, D), the model's own layout
-
-    def linear(target, name: str) -> None:
-        target.weight = w[f"{name}.weight"]
-        if f"{name}.bias" in w:
-            target.bias = w[f"{name}.bias"]
-
-    def norm(target, name: str) -> None:
-        target.gamma, target.beta = w[f"{name}.weight"], w[f"{name}.bias"]
-
-    def relative_vectors(target, name: str) -> None:  # w^K, and w^V (zeros when the model has none)
-        keys = w[f"{name}.relative.keys"]
-        target.relative_position_keys = keys
-        target.relative_position_values = w.get(f"{name}.relative.values", keys * 0)
-
-    def split_kv(target, name: str, d: int) -> None:  # encoder-decoder attention: q apart, [k; v] fused
-        target[0].weight, target[0].bias = w[f"{name}.in_proj.weight"][:d], w[f"{name}.in_proj.bias"][:d]
-        target[1].weight, target[1].bias = w[f"{name}.in_proj.weight"][d:], w[f"{name}.in_proj.bias"][d:]
-        linear(target[2], f"{name}.out_proj")
-
     for stack, layers, embed in ((spec.encoder, c.n_encoder_layers, "src_embed"),
                                  (spec.decoder, c.n_decoder_layers, "tgt_embed")):
         side = "encoder" if stack is spec.encoder else "decoder"
         embeddings = stack.embeddings[0] if isinstance(stack.embeddings, list) else stack.embeddings
-        embeddings.weight = w[f"{embed}.weight"]
+        embeddings.weight = weights.w[f"{embed}.weight"]
         stack.scale_embeddings = c.scale_embedding
         if not relative:
             stack.position_encodings.encodings = positions
         if c.norm_position == "pre":
-            norm(stack.layer_norm, f"{side}.final_norm")
+            weights.norm(stack.layer_norm, f"{side}.final_norm")
         for i in range(layers):
-            ours, layer = f"{side}.layers.{i}", stack.layer[i]
-            linear(layer.self_attention.linear[0], f"{ours}.self_attn.in_proj")
-            linear(layer.self_attention.linear[1], f"{ours}.self_attn.out_proj")
-            norm(layer.self_attention.layer_norm, f"{ours}.self_attn_res.norm")
-            if relative:
-                relative_vectors(layer.self_attention, f"{ours}.self_attn")
-            if side == "decoder":
-                split_kv(layer.attention.linear, f"{ours}.cross_attn", c.d_model)
-                norm(layer.attention.layer_norm, f"{ours}.cross_attn_res.norm")
-            linear(layer.ffn.linear_0, f"{ours}.feed_forward.w1")
-            linear(layer.ffn.linear_1, f"{ours}.feed_forward.w2")
-            norm(layer.ffn.layer_norm, f"{ours}.feed_forward_res.norm")
-    linear(spec.decoder.projection, "output_proj")
+            weights.layer(stack.layer[i], f"{side}.layers.{i}", side == "decoder", relative, c.d_model)
+    weights.linear(spec.decoder.projection, "output_proj")
     spec.register_source_vocabulary(source_pieces)
     spec.register_target_vocabulary(pieces)
     return spec
 
+
+
+class _Weights:
+    """The model's weights as arrays (from any device), put into CTranslate2's spec by name."""
+
+    def __init__(self, model: Transformer) -> None:
+        self.w = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
+
+    def layer(self, layer, ours: str, decoder: bool, relative: bool, d_model: int) -> None:
+        """One encoder or decoder layer, `ours` the model's name for it."""
+        self.linear(layer.self_attention.linear[0], f"{ours}.self_attn.in_proj")
+        self.linear(layer.self_attention.linear[1], f"{ours}.self_attn.out_proj")
+        self.norm(layer.self_attention.layer_norm, f"{ours}.self_attn_res.norm")
+        if relative:
+            self.relative_vectors(layer.self_attention, f"{ours}.self_attn")
+        if decoder:
+            self.split_kv(layer.attention.linear, f"{ours}.cross_attn", d_model)
+            self.norm(layer.attention.layer_norm, f"{ours}.cross_attn_res.norm")
+        self.linear(layer.ffn.linear_0, f"{ours}.feed_forward.w1")
+        self.linear(layer.ffn.linear_1, f"{ours}.feed_forward.w2")
+        self.norm(layer.ffn.layer_norm, f"{ours}.feed_forward_res.norm")
+
+    def linear(self, target, name: str) -> None:
+        target.weight = self.w[f"{name}.weight"]
+        if f"{name}.bias" in self.w:
+            target.bias = self.w[f"{name}.bias"]
+
+    def norm(self, target, name: str) -> None:
+        target.gamma, target.beta = self.w[f"{name}.weight"], self.w[f"{name}.bias"]
+
+    def relative_vectors(self, target, name: str) -> None:  # w^K, and w^V (zeros when the model has none)
+        keys = self.w[f"{name}.relative.keys"]
+        target.relative_position_keys = keys
+        target.relative_position_values = self.w.get(f"{name}.relative.values", keys * 0)
+
+    def split_kv(self, target, name: str, d: int) -> None:  # encoder-decoder attention: q apart, [k; v] fused
+        w, b = self.w[f"{name}.in_proj.weight"], self.w[f"{name}.in_proj.bias"]
+        target[0].weight, target[0].bias = w[:d], b[:d]
+        target[1].weight, target[1].bias = w[d:], b[d:]
+        self.linear(target[2], f"{name}.out_proj")
 
 def is_ctranslate2_dir(path: Path) -> bool:
     return (path / "model.bin").exists()

@@ -63,19 +63,7 @@ def router(service: Service) -> APIRouter:
         if source == "auto":
             source = (await service.detect(texts, body.target, body.format, limits=False))[0][0]
         pair = service.pair(source, body.target)
-        asked = (("beam_size", body.beam_size), ("nbest", body.nbest),
-                 ("length_penalty", body.length_penalty), ("max_output_len", body.max_len),
-                 ("repetition_penalty", body.repetition_penalty),
-                 ("no_repeat_ngram_size", body.no_repeat_ngram_size),
-                 ("split", body.split), ("format", body.format))
-        options = {k: v for k, v in asked if v is not None}
-        for field in ("beam_size", "nbest"):
-            if field in options:
-                at_most(field, options[field], service.config.max_beam_size)
-        if body.max_len is not None:
-            at_most("max_len", body.max_len, service.config.max_output_tokens)
-        if body.nbest is not None and body.beam_size is None:
-            options["beam_size"] = service.beam_for(pair, body.nbest)
+        options = _search_options(body, service, pair)
         if body.attention and service.models[pair].model is None:
             raise Problem(400, "attention weights come from PyTorch models; this one runs on CTranslate2")
         results = await service.translate(request, texts, pair, options, body.attention,
@@ -105,6 +93,25 @@ def router(service: Service) -> APIRouter:
                            for (s, t), m in service.models.items()]}
 
     return api
+
+
+def _search_options(body: TranslateRequest, service: Service, pair: tuple[str, str]) -> dict[str, Any]:
+    """The search settings a request asks for, within the server's limits (a 422 naming the field
+    beyond them); an n-best list without a beam size gets a beam wide enough for it."""
+    asked = (("beam_size", body.beam_size), ("nbest", body.nbest),
+             ("length_penalty", body.length_penalty), ("max_output_len", body.max_len),
+             ("repetition_penalty", body.repetition_penalty),
+             ("no_repeat_ngram_size", body.no_repeat_ngram_size),
+             ("split", body.split), ("format", body.format))
+    options = {k: v for k, v in asked if v is not None}
+    for field in ("beam_size", "nbest"):
+        if field in options:
+            at_most(field, options[field], service.config.max_beam_size)
+    if body.max_len is not None:
+        at_most("max_len", body.max_len, service.config.max_output_tokens)
+    if body.nbest is not None and body.beam_size is None:
+        options["beam_size"] = service.beam_for(pair, body.nbest)
+    return options
 
 
 def translation_json(t: Translation, attention: bool = False) -> dict[str, Any]:

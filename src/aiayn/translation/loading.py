@@ -149,19 +149,31 @@ def load_translator(path: str | Path, *, engine: str | None = None, device: str 
     plural = "s" if threads_ > 1 else ""
     on = f"on {device_}, {threads_} thread{plural}" if device_.type == "cpu" else f"on {device_}"
     if engine == "ctranslate2":
-        from aiayn.interop.ctranslate2 import CTranslate2Translator
+        translator = _ctranslate2(path, device_, threads_, compute_type, options, on)
+    else:
+        translator = _pytorch(path, device_, dtype, int8, ema, compile, options, on)
+    return _in_direction(translator, src_lang, tgt_lang, zero_shot, path)
 
-        ct2 = CTranslate2Translator(path, device_.type, threads_, compute_type)
-        defaults = cfg.build(cfg.DecodeConfig, {"penalty_form": "plain", **options}, "translator options")
-        translator = Translator(lambda ids, config, progress, steers=None: ct2.translate(ids, config, steers),
-                                defaults, None,
-                                ct2.tokenizer, *ct2.languages, f"ctranslate2 {compute_type} {on}",
-                                ct2.max_source_len, pairs=ct2.pairs, language_token=ct2.language_token)
-        return _in_direction(translator, src_lang, tgt_lang, zero_shot, path)
-    if device_.type == "cpu":
+
+def _ctranslate2(path: str | Path, device: torch.device, threads: int, compute_type: str,
+                 options: dict[str, Any], on: str) -> Translator:
+    """`load_translator`'s Translator of a CTranslate2 export."""
+    from aiayn.interop.ctranslate2 import CTranslate2Translator
+
+    ct2 = CTranslate2Translator(path, device.type, threads, compute_type)
+    defaults = cfg.build(cfg.DecodeConfig, {"penalty_form": "plain", **options}, "translator options")
+    return Translator(lambda ids, config, progress, steers=None: ct2.translate(ids, config, steers),
+                      defaults, None, ct2.tokenizer, *ct2.languages, f"ctranslate2 {compute_type} {on}",
+                      ct2.max_source_len, pairs=ct2.pairs, language_token=ct2.language_token)
+
+
+def _pytorch(path: str | Path, device: torch.device, dtype: str, int8: bool, ema: bool, compile: bool | None,
+             options: dict[str, Any], on: str) -> Translator:
+    """`load_translator`'s Translator of an aiayn checkpoint, or a Marian or HuggingFace model."""
+    if device.type == "cpu":
         allocator.keep_freed_memory()  # a search's large tensors reuse freed memory (process-wide)
-    loaded = load_model(path, device_, ema)
-    model, how, compiled = prepare(loaded.model.eval(), device_, dtype, int8, compile)
+    loaded = load_model(path, device, ema)
+    model, how, compiled = prepare(loaded.model.eval(), device, dtype, int8, compile)
     defaults = cfg.build(cfg.DecodeConfig, {**loaded.decoding, "compile": compiled, **options},
                          "translator options")
 
@@ -169,10 +181,9 @@ def load_translator(path: str | Path, *, engine: str | None = None, device: str 
             steers: list[Steer] | None = None) -> list[list[Translation]]:
         return translate_ids(model, loaded.tokenizer, ids, config, progress, steers)
 
-    translator = Translator(run, defaults, model, loaded.tokenizer, loaded.src_lang, loaded.tgt_lang,
-                            f"pytorch {how} {on}", max_source_len(loaded), pairs=loaded.data.pairs,
-                            language_token=loaded.data.language_token)
-    return _in_direction(translator, src_lang, tgt_lang, zero_shot, path)
+    return Translator(run, defaults, model, loaded.tokenizer, loaded.src_lang, loaded.tgt_lang,
+                      f"pytorch {how} {on}", max_source_len(loaded), pairs=loaded.data.pairs,
+                      language_token=loaded.data.language_token)
 
 
 def _in_direction(translator: Translator, src_lang: str | None, tgt_lang: str | None, zero_shot: bool,
