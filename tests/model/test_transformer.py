@@ -128,3 +128,14 @@ def test_returned_encoder_weights_are_those_the_forward_pass_computes():
     scores = q @ k.transpose(-2, -1) / 16**0.5
     scores = scores.masked_fill((src == 0)[:, None, None, :], float("-inf"))
     assert torch.allclose(maps.encoder[0], scores.softmax(-1), atol=1e-6)
+
+
+@torch.no_grad()
+def test_attention_weights_are_the_maps_of_attention_maps_without_its_output_layer():
+    model = tiny_model().eval()
+    src, tgt = random_ids(2, 5), random_ids(2, 3, seed=1)
+    _, maps = model.attention_maps(src, tgt)
+    alone = model.attention_weights(src, tgt)
+    for kind in ("encoder", "decoder", "cross"):
+        assert all(torch.equal(a, b) for a, b in zip(getattr(alone, kind), getattr(maps, kind), strict=True))
+    assert model.attention_weights(src, tgt, encoder=False).cross[0].shape == (2, model.config.n_heads, 3, 5)

@@ -173,10 +173,19 @@ class Transformer(nn.Module):
     def attention_maps(self, src: Tensor, tgt: Tensor, encoder: bool = True) -> tuple[Tensor, AttentionMaps]:
         """Teacher-forced logits (B, T, V) and the attention weights of every layer and head (with
         `encoder` False, the decoder's only: the encoder takes its fast path)."""
+        hidden, maps = self._attending(src, tgt, encoder)
+        return self.logits(hidden), maps
+
+    def attention_weights(self, src: Tensor, tgt: Tensor, encoder: bool = True) -> AttentionMaps:
+        """`attention_maps`' weights alone: no output layer (for a batch of sentences, its largest
+        product)."""
+        return self._attending(src, tgt, encoder)[1]
+
+    def _attending(self, src: Tensor, tgt: Tensor, encoder: bool) -> tuple[Tensor, AttentionMaps]:
         memory, encoder_weights = self._encode(src, need_weights=encoder)
-        hidden, decoder_weights = self._decode(tgt, memory, src, need_weights=True)
+        hidden, decoder_weights = self._decode(tgt, memory, src, need_weights=True)  # (B, T, D)
         self_weights, cross_weights = (list(w) for w in zip(*decoder_weights, strict=True))
-        return self.logits(hidden), AttentionMaps(encoder_weights, self_weights, cross_weights)
+        return hidden, AttentionMaps(encoder_weights, self_weights, cross_weights)
 
 
 def parameter_counts(model: Transformer) -> dict[str, int]:

@@ -72,7 +72,7 @@ def attention_views(model: Transformer, tokenizer: Tokenizer, pairs: Sequence[tu
         src = _padded([sources[i] for i in chunk], c.pad_id, device)  # (B, S)
         tgt = _padded(targets, c.pad_id, device)  # (B, T)
         with gate.running():  # a server's other thread may be compiling a step
-            _, maps = model.attention_maps(src, tgt, encoder)
+            maps = model.attention_weights(src, tgt, encoder)
         kinds = {"encoder": maps.encoder, "decoder": maps.decoder, "cross": maps.cross}
         if not encoder:
             del kinds["encoder"]
