@@ -319,7 +319,8 @@ def single_sentence_main(args) -> None:
                f"`translator.translate([sentence], beam_size={single_sentence.BEAM}, length_penalty="
                f"{single_sentence.LENGTH_PENALTY}, penalty_form='plain')` in a process of its own per system "
                f"and round, {threads} threads, after {single_sentence.WARM_UP} sentences untimed; "
-               "CTranslate2: `translate_batch([pieces], beam_size=4)` with the export's SentencePiece "
+               "CTranslate2: `translate_batch([pieces], beam_size=4, no_repeat_ngram_size="
+               f"{single_sentence.NO_REPEAT})` (aiayn's default) with the export's SentencePiece "
                "model, at its fastest setting. p50 and p90 over every round's sentences. First run: a "
                "compiled system's first process, from an empty cache (it compiles what it needs).",
                path=detail("decode_speed"))

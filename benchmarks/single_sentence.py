@@ -6,7 +6,8 @@ process of its own (this script, run with `--system`), text in and text out:
 - aiayn through its Python API, `translator.translate([sentence], beam_size=4)`: as loaded with no
   options ("aiayn default": whatever `aiayn translate` does without flags), eager (`compile=False`),
   with the compiled step (`compile=True`), and int8 eager and compiled;
-- CTranslate2 as its users call it, `translate_batch([pieces], beam_size=4)` on the model
+- CTranslate2 as its users call it, `translate_batch([pieces], beam_size=4)` (and aiayn's default
+  `no_repeat_ngram_size=3`) on the model
   `aiayn export ctranslate2` wrote, with the SentencePiece model beside it tokenising and
   detokenising, at the fastest of its CPU settings (`real_file.CT2_SETTINGS`), float32 and int8.
 The first `WARM_UP` sentences are translated untimed (the compiled step's loading, CTranslate2's
@@ -31,6 +32,7 @@ from real_file import CT2_SETTINGS, aiayn
 WARM_UP = 10
 BEAM = 4
 LENGTH_PENALTY = 0.6
+NO_REPEAT = 3  # aiayn's default no_repeat_ngram_size, given to CTranslate2 too: the same search
 SYSTEMS = {  # name -> options of aiayn's load_translator, or the CTranslate2 compute type
     "aiayn default": {},
     "aiayn float32": {"compile": False},
@@ -68,7 +70,7 @@ def _ct2_call(model: str, compute_type: str, threads: int):
     def call(sentence: str) -> str:
         pieces = source.encode(sentence, out_type=str)
         out = translator.translate_batch([pieces], beam_size=BEAM, length_penalty=LENGTH_PENALTY,
-                                         max_decoding_length=len(pieces) + 51)
+                                         max_decoding_length=len(pieces) + 51, no_repeat_ngram_size=NO_REPEAT)
         return target.decode(out[0].hypotheses[0])
 
     return call
