@@ -62,7 +62,6 @@ def greedy_search(model: Transformer, src: Tensor, max_lengths: Tensor | None = 
             for row, log_prob in zip(outputs[:n].tolist(), total[:n].tolist(), strict=True)]
 
 
-
 def _choose(logits: Tensor, normaliser: Tensor, produced: Tensor, done: Tensor, forced: Tensor | None,
             repetition: Repetition, temperature: float, top_k: int, generator: torch.Generator | None,
             pad_id: int) -> tuple[Tensor, Tensor]:
@@ -82,13 +81,13 @@ def _choose(logits: Tensor, normaliser: Tensor, produced: Tensor, done: Tensor, 
         tokens[decoding] = sample(logits[decoding], temperature, top_k, generator)
     else:
         tokens = logits.max(dim=-1).indices  # (B',)
-    if forced is not None:
-        tokens = torch.where(forced >= 0, forced, tokens)
-    log_probs = logits.gather(1, tokens[:, None]) - normaliser  # (B', 1)
-    if forced is not None:
-        log_probs = torch.where(forced[:, None] >= 0,
-                                model_logits.gather(1, tokens[:, None]) - model_normaliser, log_probs)
+    if forced is None:
+        return tokens, (logits.gather(1, tokens[:, None]) - normaliser).squeeze(1)
+    tokens = torch.where(forced >= 0, forced, tokens)
+    log_probs = torch.where(forced[:, None] >= 0, model_logits.gather(1, tokens[:, None]) - model_normaliser,
+                            logits.gather(1, tokens[:, None]) - normaliser)  # (B', 1)
     return tokens, log_probs.squeeze(1)
+
 
 def sample(logits: Tensor, temperature: float, top_k: int = 0,
            generator: torch.Generator | None = None) -> Tensor:
