@@ -24,20 +24,30 @@ def timed_calls(fn: Callable[[], object], repeats: int = 5, warmup: int = 2) -> 
     return times
 
 
-def cpu_name() -> str:
-    """The CPU's model name from /proc/cpuinfo (platform's guess where that cannot be read), with
-    the units that decide its matmul speed, which a virtual machine's name often hides:
-    "Intel(R) Xeon(R) Processor (AVX512, AMX)"."""
-    name, flags = "", ""
+def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's vendor and model name from /proc/cpuinfo (platform's guess where that cannot be read),
+    with the units that decide its matmul speed, which a virtual machine's name often hides, and the
+    widest kernels PyTorch runs on it: "AMD EPYC (AVX2, AVX-512, AVX512-BF16, VNNI; PyTorch AVX512)"."""
+    name, vendor, flags = "", "", set()
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and not name:
-                name = line.split(":", 1)[1].strip()
-            elif line.startswith("flags") and not flags:
-                flags = line
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            key, value = key.strip(), value.strip()
+            if key == "model name" and not name:
+                name = value
+            elif key == "vendor_id" and not vendor:
+                vendor = VENDORS.get(value, value)
+            elif key == "flags" and not flags:
+                flags = set(value.split())
     except OSError:
         pass
-    units = [torch.backends.cpu.get_cpu_capability()]  # the widest vector unit PyTorch uses
-    if "amx_tile" in flags.split():
-        units.append("AMX")
-    return f"{name or platform.processor() or platform.machine()} ({', '.join(units)})"
+    name = name or platform.processor() or platform.machine()
+    if vendor and vendor.lower() not in name.lower():
+        name = f"{vendor} {name}"
+    units = [unit for flag, unit in UNITS if flag in flags]
+    return f"{name} ({', '.join(units + [f'PyTorch {torch.backends.cpu.get_cpu_capability()}'])})"
+
+
+VENDORS = {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}
+UNITS = [("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_bf16", "AVX512-BF16"),
+         ("avx512_vnni", "VNNI"), ("amx_tile", "AMX")]  # /proc/cpuinfo's flag -> its name here

@@ -1,5 +1,6 @@
 """The benchmarks are scripts, not tests: CI only checks that their seconds-long smoke modes run."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +109,14 @@ def test_the_repetition_benchmarks_latency_mode_runs():
                            "--settings", "1:0", "1:3"], capture_output=True, text=True, timeout=HANG_S)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| 1 | 0 |" in done.stdout and "| 1 | 3 |" in done.stdout and " ms |" in done.stdout
+
+
+def test_cold_server_benchmark_smoke_mode_runs():
+    """`serve_start.py`: a server on an empty step cache is timed to /ready and answers; the other
+    processes' compiles are not waited for in smoke mode."""
+    env = {k: v for k, v in os.environ.items() if k != "AIAYN_COMPILE_WORKERS"}  # the server's default
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "serve_start.py"), "--smoke"],
+                          capture_output=True, text=True, timeout=HANG_S, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| ready after (from the process's start) |" in done.stdout
+    assert "warmed up in" in done.stdout

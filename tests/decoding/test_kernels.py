@@ -116,3 +116,18 @@ def test_the_eager_path_packs_for_the_library_timed_faster(measured, monkeypatch
         assert torch.allclose(packed(src, tgt), model(src, tgt), atol=1e-4)
     (record,) = kernels.choices()
     assert record["path"] == "eager" and "the eager path" in kernels.describe(record)
+
+
+def test_the_machine_is_named_by_vendor_model_and_the_units_that_decide_its_speed(tmp_path):
+    """What the kernel choices and every benchmark's machine line say of the CPU (`timing.cpu_name`):
+    a virtual machine's model name may lack the vendor and hides AMX or AVX-512."""
+    from aiayn.timing import cpu_name
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("vendor_id\t: AuthenticAMD\nmodel name\t: EPYC 9R14\n"
+                    "flags\t\t: fpu sse avx avx2 avx512f avx512_bf16 avx512_vnni\n\nflags\t\t: fpu\n")
+    capability = torch.backends.cpu.get_cpu_capability()
+    assert cpu_name(info) == f"AMD EPYC 9R14 (AVX2, AVX-512, AVX512-BF16, VNNI, PyTorch {capability})"
+    info.write_text("vendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Processor\n"
+                    "flags\t\t: avx2 avx512f amx_tile amx_bf16\n")
+    assert cpu_name(info) == f"Intel(R) Xeon(R) Processor (AVX2, AVX-512, AMX, PyTorch {capability})"

@@ -261,6 +261,65 @@ def test_a_step_another_process_is_compiling_is_left_to_it_not_compiled_alongsid
     assert list(store.cache_dir().iterdir()) == []  # the lock went with its holder; the probe made none
 
 
+def test_a_thread_that_does_not_wait_searches_eagerly_until_another_process_has_stored_the_step(
+        cache, monkeypatch):
+    """`wait_for_compiles(False)` (a server's search threads): a step not in the cache is given to
+    another process and the call raises `NotCompiledYet` at once (the search then runs eagerly, the
+    same outputs); once that process has stored it, the next search has it loaded aside, and the
+    searches after use it."""
+    from aiayn.config import DecodeConfig
+    from aiayn.decoding.translator import search
+
+    model = one_layer_model()
+    eager = [h.tokens for h in greedy_search(model, SRC, LIMITS)]
+    monkeypatch.setattr(packages.alongside, "workers", lambda: 1)
+    jobs, compiling_now = [], set()  # what the other process is given; the entries it compiles now
+    monkeypatch.setattr(packages.alongside, "submit",
+                        lambda *job: jobs.append(job) or compiling_now.add(job[0]))
+    monkeypatch.setattr(packages.alongside, "has", lambda entry: entry in compiling_now)
+    config = DecodeConfig(beam_size=1, compile=True, max_output_extra=5, no_repeat_ngram_size=0)
+    packages.wait_for_compiles(False)
+    try:
+        before = packages.not_waited_for()
+        with pytest.raises(packages.NotCompiledYet):
+            greedy_search(model, SRC, LIMITS, step=CompiledStep(model))
+        assert packages.not_waited_for() == before + 1 and len(jobs) == 1 and cache == []
+        eagerly = search(model, SRC, dataclasses.replace(config, compile=False))
+        assert [h.tokens for (h,) in search(model, SRC, config)] == [h.tokens for (h,) in eagerly]
+        assert len(jobs) == 1 and cache == [] and step_graph.graphs(model) == []  # given out once
+
+        entry, fields, module, inputs, dynamic = jobs[0]  # the other process's work (`build_alone`)
+        with torch.no_grad():
+            compiling.build(entry, fields, module, inputs, dynamic(inputs))
+        compiling_now.clear()
+        with pytest.raises(packages.NotCompiledYet):  # stored: loaded on a thread of its own meanwhile
+            greedy_search(model, SRC, LIMITS, step=CompiledStep(model))
+        with fails_if_hung():
+            while not step_graph.graphs(model):
+                time.sleep(0.01)
+        compiled_now = greedy_search(model, SRC, LIMITS, step=CompiledStep(model))
+        assert [h.tokens for h in compiled_now] == eager and len(step_graph.graphs(model)) == 1
+        assert packages.not_waited_for() == before + 3 and cache == []  # loaded, compiled by no one here
+    finally:
+        packages.wait_for_compiles(True)
+
+
+def test_an_eager_search_beside_compiling_processes_leaves_them_a_core_each(monkeypatch):
+    """`alongside.cores_left`: fewer torch threads while processes of ours compile, as many after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        monkeypatch.setattr(packages.alongside, "_running", {Path("a"): None, Path("b"): None})
+        with packages.alongside.cores_left():
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 3
+        monkeypatch.setattr(packages.alongside, "_running", {})
+        with packages.alongside.cores_left():
+            assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_a_stored_library_untouched_since_is_not_read_again_and_one_replaced_is(tmp_path, monkeypatch):
     """On the CPU an entry keeps the package's library alone; a later check hashes it again only if
     the file is not the one stored (here: replaced by a copy, then by a damaged copy)."""

@@ -133,3 +133,17 @@ def test_each_hypothesis_log_probability_is_under_the_rules(repetition):
         for h in hyps:  # beam search ends every hypothesis with eos, at the limit too
             assert h.log_prob == pytest.approx(rescored(model, src[i:i + 1], h.tokens, repetition, True),
                                                abs=1e-4)
+
+
+def test_the_ngram_rules_score_function_pickles_by_reference_for_the_processes_compiling_alongside():
+    """`cache.alongside` gives other processes the step to compile, its score function with it: the
+    function made for each n is found by its name (it once was not, and no step under the default
+    rule could be compiled alongside)."""
+    import pickle
+
+    from aiayn.decoding import beam
+
+    rule = beam.candidates_no_repeat(3)
+    assert pickle.loads(pickle.dumps(rule)) is rule is beam.candidates_no_repeat_3
+    with pytest.raises(AttributeError):
+        beam.candidates_no_repeat_x  # noqa: B018

@@ -2,6 +2,8 @@
 
 import subprocess
 import sys
+import threading
+import time
 
 import httpx
 
@@ -25,6 +27,38 @@ def test_no_request_compiles_after_ready(trained_run, compiled_cache):
             answer = httpx.post(f"{url}/v1/translate", json={"text": texts}, timeout=HANG_S)
             assert answer.status_code == 200
         assert (whole.graphs(translator.model), graphs(translator.model)) == compiled
+
+
+def test_a_server_answers_at_once_while_another_process_compiles_its_steps(trained_run, compiled_cache,
+                                                                         tmp_path, monkeypatch, capsys):
+    """With its steps not in the cache and another process to compile them, the server is ready
+    after an eager warm-up and answers eagerly; once they are stored, it loads them and says so."""
+    from aiayn.decoding.cache.alongside import alongside
+
+    options = dict(device="cpu", compile=True, beam_size=2, batch_size=1)
+    load_translator(trained_run, **options).warm_up()  # the steps, in the shared cache for later
+    monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path))  # a new machine's: empty
+    monkeypatch.setattr(alongside, "workers", lambda: 1)
+    jobs, stored = [], threading.Event()
+    monkeypatch.setattr(alongside, "submit", lambda *job: jobs.append(job[1]["rows"]))
+    monkeypatch.setattr(alongside, "busy", lambda: not stored.is_set())
+    translator = load_translator(trained_run, **options)
+    with serving([translator]) as url:
+        answer = httpx.post(f"{url}/v1/translate", json={"text": ["a b c", "d e f g"]}, timeout=HANG_S)
+        assert answer.status_code == 200 and len(answer.json()["translations"]) == 2
+        assert jobs and whole.graphs(translator.model) == [] == graphs(translator.model)
+        assert "searching eagerly while other processes compile" in capsys.readouterr().out
+
+        monkeypatch.setenv("AIAYN_CACHE_DIR", str(compiled_cache))  # where the other process stored them
+        stored.set()
+        said, deadline = "", time.monotonic() + HANG_S
+        while "compiled decoder steps in use" not in said:
+            assert time.monotonic() < deadline, said
+            time.sleep(0.05)
+            said += capsys.readouterr().out
+        assert whole.graphs(translator.model)  # loaded: used from now on
+        answer = httpx.post(f"{url}/v1/translate", json={"text": ["a b c"]}, timeout=HANG_S)
+        assert answer.status_code == 200
 
 
 def _serving_line(run, *flags) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -77,8 +78,19 @@ def candidates_no_repeat(ngram: int) -> Callable[..., tuple[Tensor, ...]]:
         log_probs = rule.ban(log_probs, tokens.flatten(0, 1), first=1)  # (B*R, V)
         return candidates(log_probs, scores, at_limit, only_eos)
 
-    score.__name__ = score.__qualname__ = f"candidates_no_repeat_{ngram}"
+    score.__name__ = score.__qualname__ = f"{NO_REPEAT}{ngram}"
     return score
+
+
+NO_REPEAT = "candidates_no_repeat_"
+
+
+def __getattr__(name: str) -> Any:
+    """`candidates_no_repeat_N`: `candidates_no_repeat(N)` by its name, so that it pickles by reference
+    (the processes that compile steps alongside are given it: `cache.alongside`)."""
+    if name.startswith(NO_REPEAT) and name[len(NO_REPEAT):].isdigit():
+        return candidates_no_repeat(int(name[len(NO_REPEAT):]))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 def choose(cand_scores: Tensor, cand_beams: Tensor, cand_tokens: Tensor, only_eos: Tensor
            ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:

@@ -1,6 +1,8 @@
 """A model's compiled decoder step, kept on disk (decoding/cache/): one step per `Kind` (row count,
 what it returns, ...), loaded from the cache, or compiled and stored there first, the steps that a
 search will need next compiled alongside, and the steps of one model sharing one copy of its weights.
+A thread may choose not to wait for a step that is not in the cache yet (`wait_for_compiles`): it is
+compiled in another process meanwhile, and the call raises `NotCompiledYet` (the search runs eagerly).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch import Tensor, nn
@@ -37,6 +39,25 @@ from aiayn.decoding.cache.verdict import Unloadable, known_unloadable, loads
 from aiayn.decoding.tracing import gate
 
 _tables = threading.Lock()  # Packages' tables, for the threads of a process sharing steps
+_policy = threading.local()  # this thread's `wait_for_compiles`, and its steps not waited for
+
+
+class NotCompiledYet(Exception):
+    """The step a call needs is being compiled in another process, and this thread does not wait for
+    it (`wait_for_compiles`)."""
+
+
+def wait_for_compiles(wait: bool) -> None:
+    """Whether this thread's calls of a step not in the cache wait while it is compiled (the default),
+    or, where other processes can compile it (`alongside.workers()`), have it compiled there and raise
+    `NotCompiledYet` at once, each step used from the first call after it is stored: a server's
+    searches, which answer eagerly meanwhile."""
+    _policy.wait = wait
+
+
+def not_waited_for() -> int:
+    """How many calls of this thread have raised `NotCompiledYet` so far."""
+    return getattr(_policy, "deferred", 0)
 
 
 # (module, a kind of step, its inputs) -> the kinds needed next, each with a function making inputs
@@ -68,6 +89,8 @@ class Packages:
     def __call__(self, *inputs: Any) -> Any:
         kind = self.kind(self.module, inputs)
         runner = self._runners.get(kind)
+        if runner is None and not getattr(_policy, "wait", True) and alongside.workers():
+            self._not_waited_for(kind, inputs)
         if runner is None:
             with _tables:
                 loading = self._loading.setdefault(kind, threading.Lock())
@@ -107,6 +130,62 @@ class Packages:
         except Exception as e:  # a package that passed the checks but does not load here
             with building(entry, fields, self.notice):
                 return self._build(kind, inputs, entry, fields, f"it does not load ({type(e).__name__})")
+
+    def _not_waited_for(self, kind: Kind, inputs: tuple) -> NoReturn:
+        """A call that does not wait for `kind`'s step (`wait_for_compiles`): the step loaded on a
+        thread of its own if the cache holds it, else compiled in another process (`alongside`);
+        either way `NotCompiledYet` now, and the step is used by the first call after it is loaded."""
+        _policy.deferred = not_waited_for() + 1
+        with _tables:
+            loading = self._loading.setdefault(kind, threading.Lock())
+        if loading.acquire(blocking=False):  # else another thread loads or builds it now
+            try:
+                if kind not in self._runners:
+                    self._load_or_submit(kind, inputs)
+            finally:
+                loading.release()
+        raise NotCompiledYet(f"the decoder step for {kind} is not loaded yet")
+
+    def _load_or_submit(self, kind: Kind, inputs: tuple) -> None:
+        if self._weights is None:
+            with gate.running():
+                self._weights = weights_digest(self.module)
+        fields = entry_fields(self._weights, kind, inputs[1])
+        entry = steps_dir() / entry_name(fields)
+        if alongside.has(entry) or compiling_elsewhere(entry):
+            return
+        problem = check(entry, fields)
+        if problem is None:  # stored: loaded meanwhile (a second or two, the first time)
+            threading.Thread(target=self._load_aside, args=(kind, entry, inputs[1].device),
+                             name="aiayn-step-loading", daemon=True).start()
+            self._compile_ahead(kind, inputs)
+            return
+        if problem != "absent":
+            discard(entry)
+        self.notice(f"aiayn: compiling the decoder step for {describe(fields)} in another process "
+                    f"({problem}); searching without it meanwhile")
+        with gate.running():
+            example = inputs if self.example is None else self.example(self.module, kind, inputs)
+            alongside.submit(entry, fields, self.module, example, self.dynamic)
+        self._compile_ahead(kind, inputs)
+
+    def _load_aside(self, kind: Kind, entry: Path, device: torch.device) -> None:
+        """Load `entry`'s step for `kind` (`_not_waited_for`'s thread); one that does not load is
+        discarded, to be compiled again."""
+        with self._loading[kind]:
+            if kind in self._runners:
+                return
+            try:
+                runner = self._load(entry, device)
+            except Unloadable:  # said; the searches run eagerly from now on (`verdict`)
+                return
+            except Exception as e:  # a package that passed the checks but does not load here
+                self.notice(f"aiayn: the cached decoder step {entry} does not load ({type(e).__name__}): "
+                            "compiling it again")
+                discard(entry)
+                return
+            with _tables:
+                self._runners[kind] = runner
 
     def _build(self, kind: Kind, inputs: tuple, entry: Path, fields: dict[str, Any], problem: str) -> Runner:
         """Compile `entry`'s step, whose cache entry is absent or unusable (`problem`), and load it."""

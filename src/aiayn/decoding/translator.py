@@ -18,9 +18,10 @@ from tqdm import tqdm
 
 from aiayn.config import ConfigError, DecodeConfig
 from aiayn.data.batching import pad
-from aiayn.decoding import whole
+from aiayn.decoding import packages, whole
 from aiayn.decoding.beam import beam_search
 from aiayn.decoding.cache import verdict
+from aiayn.decoding.cache.alongside import alongside
 from aiayn.decoding.compiled import CompiledStep
 from aiayn.decoding.constrained import Constraints, Steer
 from aiayn.decoding.greedy import greedy_search
@@ -89,7 +90,8 @@ def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
     """The one place that picks the search: sampling, greedy (beam 1) or beam search; `steers`: what
     each sentence's translation must hold (phrases: a search, of beam 1 or more; a prefix: any).
     Compiled, a lone sentence's beam search is one graph (`whole`), other searches run on compiled
-    steps."""
+    steps; eagerly if a step is not compiled yet and this thread does not wait for it
+    (`packages.wait_for_compiles`)."""
     limits = output_limits(model, src, config.max_output_extra, config.max_output_len)
     constraints = prefix = None
     if steers is not None and any(s.phrases or s.prefix for s in steers):
@@ -112,9 +114,11 @@ def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
                 if found is not None:
                     return found
             return _search(model, src, limits, config, generator, CompiledStep(model), constraints, prefix)
-        except verdict.Unloadable:  # found out at its first compiled step: this batch again, eagerly
+        except (verdict.Unloadable, packages.NotCompiledYet):  # at a compiled step: this batch again, eagerly
             if drawn is not None:
                 generator.set_state(drawn)
+            with alongside.cores_left():  # beside the processes compiling meanwhile, if any
+                return _search(model, src, limits, config, generator, Step(model), constraints, prefix)
     return _search(model, src, limits, config, generator, Step(model), constraints, prefix)
 
 

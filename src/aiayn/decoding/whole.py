@@ -98,7 +98,7 @@ def search(model: Transformer, src: Tensor, limit: int, beam_size: int, nbest: i
         loaded = _kind(graph.module, inputs) in graph.kinds()  # then an error is a bug, not a refusal
         try:
             *found, done = graph(*inputs)
-        except Unloadable:  # no compiled graph loads here: the caller searches eagerly
+        except (Unloadable, packages.NotCompiledYet):  # the caller searches eagerly (for now)
             raise
         except Exception as e:  # a model whose search does not export or compile as one graph
             if loaded:

@@ -24,6 +24,8 @@ import torch
 from fastapi import Request, Response
 
 from aiayn.config import ConfigError, ServeConfig
+from aiayn.decoding import packages
+from aiayn.decoding.cache.alongside import alongside
 from aiayn.serve import batcher
 from aiayn.serve.batcher import Batcher, QueueFull, Search
 from aiayn.serve.errors import Problem
@@ -58,26 +60,49 @@ class Service:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Search batches while the server runs; warm each model up in the worker thread first
-        (`ready` turns True once that is done). Once warm, what the process holds (the models, the
-        libraries) is left out of Python's full garbage collections (`gc.freeze`): they hold every
-        thread for as long as they take, and over a loaded model they were the event loop's longest
-        waits while a large file was read (benchmarks/detail/serve_busy.md)."""
+        (`ready` turns True once that is done): searches that need a compiled step not in the cache
+        yet run eagerly while other processes compile it (`packages.wait_for_compiles`), and
+        `_take_over` says when the compiled steps are in use. Once warm, what the process holds (the
+        models, the libraries) is left out of Python's full garbage collections (`gc.freeze`): they
+        hold every thread for as long as they take, and over a loaded model they were the event
+        loop's longest waits while a large file was read (benchmarks/detail/serve_busy.md)."""
         loop = asyncio.get_running_loop()
         searching = asyncio.create_task(self.batcher.run())
-        warming = loop.run_in_executor(self.executor, warm_up, self.models.values(), self.config)
+        warming = loop.run_in_executor(self.executor, warm_up, self.models.values())
+        taking_over: list[asyncio.Task] = []
 
         def warmed(f: asyncio.Future) -> None:
             self.ready = f.exception() is None
             gc.freeze()
+            if self.ready and f.result():
+                taking_over.append(asyncio.create_task(self._take_over()))
 
         warming.add_done_callback(warmed)
         try:
             yield
         finally:
             gc.unfreeze()
-            searching.cancel()
+            for task in [searching, *taking_over]:
+                task.cancel()
             self.executor.shutdown(wait=False, cancel_futures=True)
             self.preparers.shutdown(wait=False, cancel_futures=True)
+
+    async def _take_over(self) -> None:
+        """After a warm-up that did not wait for some compiled steps: each time the other processes
+        have compiled what they were given, the warm-up again (it loads what is stored, and gives out
+        what its searches need next), until no step is missing; after `TAKE_OVER_ROUNDS`, the steps
+        still missing are compiled on the search thread, as a warm-up with no other process would."""
+        loop, started = asyncio.get_running_loop(), time.perf_counter()
+        for _ in range(TAKE_OVER_ROUNDS):
+            while alongside.busy():
+                await asyncio.sleep(0.25)
+            if not await loop.run_in_executor(self.executor, warm_up, self.models.values(), False):
+                break
+        else:
+            await loop.run_in_executor(self.executor, warm_up, self.models.values(), False, True)
+        steps = sum(t.compiled_steps for t in self.models.values())
+        print(f"compiled decoder steps in use ({steps} graphs), {time.perf_counter() - started:.1f} s after "
+              "the warm-up", flush=True)
 
     async def prepare(self, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """`work(*args, **kwargs)` on the preparing threads: CPU work kept off the event loop."""
@@ -235,8 +260,15 @@ def searchers(workers: int = 1, threads: int | None = None) -> ThreadPoolExecuto
     loading) beside a search on two threads made a 2-vCPU machine search a sentence much slower (the
     pools' threads then sleep between operations instead of spinning; benchmarks/detail/serve_load.md)."""
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aiayn-search",
-                              initializer=None if threads is None else torch.set_num_threads,
-                              initargs=() if threads is None else (threads,))
+                              initializer=_searcher, initargs=(threads,))
+
+
+def _searcher(threads: int | None) -> None:
+    """A search thread: `threads` CPU threads (None: as set already); a compiled step not in the cache
+    yet is compiled in another process while its searches run eagerly (`packages.wait_for_compiles`)."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    packages.wait_for_compiles(False)
 
 
 def workers_for(config: ServeConfig, device: str, threads: int, compiled: bool = False) -> int:
@@ -250,6 +282,8 @@ def workers_for(config: ServeConfig, device: str, threads: int, compiled: bool =
         return config.workers
     return 2 if device == "cpu" and threads >= 2 and not compiled else 1
 
+
+TAKE_OVER_ROUNDS = 4  # warm-ups after other processes' compiles, before the steps left compile here
 
 # Options that say how texts are cut into sentences; the search of those sentences is the same.
 CUTTING = ("split", "format", "max_source_len")
@@ -358,17 +392,26 @@ async def client_gone(request: Request) -> None:
         pass
 
 
-def warm_up(translators: Iterable[Translator], config: ServeConfig) -> None:
-    """Run each model once, and with a compiled decoder step, load (or compile) it for every row count
-    that the server's batches (up to the search's batch size) can reach, so no request pays for it.
-    Says how long it took."""
-    started, steps = time.perf_counter(), 0
+def warm_up(translators: Iterable[Translator], say: bool = True, wait: bool = False) -> int:
+    """Run each model once, and with a compiled decoder step, a batch at every row count that the
+    server's batches (up to the search's batch size) can reach, so that each step is loaded, or
+    compiled: here (`wait`, or where no other process can compile), else in other processes, the
+    searches meanwhile eager. Returns how many steps were not waited for; `say`: how long it took."""
+    started, steps, deferred = time.perf_counter(), 0, packages.not_waited_for()
     models = {id(t.model) if t.model is not None else id(t): t for t in translators}  # a multilingual
-    for translator in models.values():  # model's directions share one model: warmed once
-        translator.warm_up()
-        steps += translator.compiled_steps
-    held = f" ({steps} compiled graphs)" if steps else ""
-    print(f"warmed up in {time.perf_counter() - started:.1f} s{held}", flush=True)
+    packages.wait_for_compiles(wait)
+    try:
+        for translator in models.values():  # model's directions share one model: warmed once
+            translator.warm_up()
+            steps += translator.compiled_steps
+    finally:
+        packages.wait_for_compiles(False)
+    deferred = packages.not_waited_for() - deferred
+    if say:
+        held = f" ({steps} compiled graphs)" if steps else ""
+        later = "; searching eagerly while other processes compile the decoder steps" if deferred else ""
+        print(f"warmed up in {time.perf_counter() - started:.1f} s{held}{later}", flush=True)
+    return deferred
 
 
 def arrived(request: Request, batcher: Batcher) -> None:

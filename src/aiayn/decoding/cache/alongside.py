@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from torch.utils._pytree import tree_map
 
 from aiayn.decoding.cache.compiling import build, building
-from aiayn.decoding.cache.store import check
+from aiayn.decoding.cache.store import check, notice
 from aiayn.decoding.cache.verdict import python_command
 
 
@@ -52,6 +52,28 @@ class Alongside:
     def has(self, entry: Path) -> bool:
         with self._lock:
             return entry in self._queued or entry in self._running
+
+    def busy(self) -> bool:
+        """Whether a step is queued or being compiled."""
+        with self._lock:
+            return bool(self._queued or self._running)
+
+    @contextlib.contextmanager
+    def cores_left(self) -> Iterator[None]:
+        """This thread's torch threads fewer by the processes compiling now (each keeps a core busy),
+        for an eager search beside them: on 2 cores, one thread answered a sentence 3.6x faster than
+        two beside a compile (benchmarks/detail/serve_start.md)."""
+        with self._lock:
+            compiling = len(self._running)
+        threads = torch.get_num_threads()
+        if not compiling or threads == 1:
+            yield
+            return
+        torch.set_num_threads(max(1, threads - compiling))
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
 
     def submit(self, entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple,
                dynamic: Callable[[tuple], tuple]) -> None:
@@ -131,15 +153,24 @@ class Alongside:
 
 
 def _saved(what: Any) -> Path | None:
-    """`what` in a temporary file for a job's process; None if it cannot be saved."""
+    """`what` in a temporary file for a job's process; None if it cannot be saved (said once for
+    each reason: the step is then compiled by the process that needs it)."""
     handle, name = tempfile.mkstemp(prefix="aiayn-step-", suffix=".pt")
     os.close(handle)
     try:
         torch.save(what, name)
-    except Exception:  # any: a full disk, something that cannot be saved
+    except Exception as e:  # any: a full disk, something that cannot be saved
         os.unlink(name)
+        reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        if reason not in _unsaved:
+            _unsaved.add(reason)
+            notice(f"aiayn: a decoder step cannot be given to another process to compile ({reason}); "
+                   "it is compiled by the process that needs it")
         return None
     return Path(name)
+
+
+_unsaved: set[str] = set()  # the reasons said so far
 
 
 alongside = Alongside()
