@@ -55,6 +55,15 @@ def wait_for_compiles(wait: bool) -> None:
     _policy.wait = wait
 
 
+def loading_aside() -> int:
+    """How many stored steps are being loaded on threads of their own now (`_not_waited_for`)."""
+    with _tables:
+        return len(_aside)
+
+
+_aside: set[threading.Thread] = set()
+
+
 def not_waited_for() -> int:
     """How many calls of this thread have raised `NotCompiledYet` so far."""
     return getattr(_policy, "deferred", 0)
@@ -156,8 +165,11 @@ class Packages:
             return
         problem = check(entry, fields)
         if problem is None:  # stored: loaded meanwhile (a second or two, the first time)
-            threading.Thread(target=self._load_aside, args=(kind, entry, inputs[1].device),
-                             name="aiayn-step-loading", daemon=True).start()
+            loader = threading.Thread(target=self._load_aside, args=(kind, entry, inputs[1].device),
+                                      name="aiayn-step-loading", daemon=True)
+            with _tables:
+                _aside.add(loader)
+            loader.start()
             self._compile_ahead(kind, inputs)
             return
         if problem != "absent":
@@ -172,6 +184,13 @@ class Packages:
     def _load_aside(self, kind: Kind, entry: Path, device: torch.device) -> None:
         """Load `entry`'s step for `kind` (`_not_waited_for`'s thread); one that does not load is
         discarded, to be compiled again."""
+        try:
+            self._load_kind(kind, entry, device)
+        finally:
+            with _tables:
+                _aside.discard(threading.current_thread())
+
+    def _load_kind(self, kind: Kind, entry: Path, device: torch.device) -> None:
         with self._loading[kind]:
             if kind in self._runners:
                 return

@@ -93,13 +93,18 @@ class Service:
         what its searches need next), until no step is missing; after `TAKE_OVER_ROUNDS`, the steps
         still missing are compiled on the search thread, as a warm-up with no other process would."""
         loop, started = asyncio.get_running_loop(), time.perf_counter()
-        for _ in range(TAKE_OVER_ROUNDS):
-            while alongside.busy():
-                await asyncio.sleep(0.25)
-            if not await loop.run_in_executor(self.executor, warm_up, self.models.values(), False):
-                break
-        else:
-            await loop.run_in_executor(self.executor, warm_up, self.models.values(), False, True)
+        try:
+            for _ in range(TAKE_OVER_ROUNDS):
+                while alongside.busy() or packages.loading_aside():
+                    await asyncio.sleep(0.25)
+                if not await loop.run_in_executor(self.executor, warm_up, self.models.values(), False):
+                    break
+            else:
+                await loop.run_in_executor(self.executor, warm_up, self.models.values(), False, True)
+        except Exception as e:  # any: the searches stay eager where a step is missing, as they were
+            print(f"the compiled decoder steps could not all be made ({type(e).__name__}: {e}); searching "
+                  "without those missing", flush=True)
+            return
         steps = sum(t.compiled_steps for t in self.models.values())
         print(f"compiled decoder steps in use ({steps} graphs), {time.perf_counter() - started:.1f} s after "
               "the warm-up", flush=True)
