@@ -40,18 +40,19 @@ from aiayn.decoding.tracing import gate
 
 _tables = threading.Lock()  # Packages' tables, for the threads of a process sharing steps
 _policy = threading.local()  # this thread's `wait_for_compiles`, and its steps not waited for
+_aside: set[threading.Thread] = set()  # the threads loading stored steps now (`loading_aside`)
 
 
 class NotCompiledYet(Exception):
-    """The step a call needs is being compiled in another process, and this thread does not wait for
-    it (`wait_for_compiles`)."""
+    """The step a call needs is not loaded yet (it is being compiled in another process, or loaded on a
+    thread of its own), and this thread does not wait for it (`wait_for_compiles`)."""
 
 
 def wait_for_compiles(wait: bool) -> None:
     """Whether this thread's calls of a step not in the cache wait while it is compiled (the default),
     or, where other processes can compile it (`alongside.workers()`), have it compiled there and raise
-    `NotCompiledYet` at once, each step used from the first call after it is stored: a server's
-    searches, which answer eagerly meanwhile."""
+    `NotCompiledYet` at once, each step loaded on a thread of its own once stored and used from then
+    on: a server's searches, which answer eagerly meanwhile."""
     _policy.wait = wait
 
 
@@ -59,9 +60,6 @@ def loading_aside() -> int:
     """How many stored steps are being loaded on threads of their own now (`_not_waited_for`)."""
     with _tables:
         return len(_aside)
-
-
-_aside: set[threading.Thread] = set()
 
 
 def not_waited_for() -> int:

@@ -24,8 +24,6 @@ import torch
 from fastapi import Request, Response
 
 from aiayn.config import ConfigError, ServeConfig
-from aiayn.decoding import packages
-from aiayn.decoding.cache.alongside import alongside
 from aiayn.serve import batcher
 from aiayn.serve.batcher import Batcher, QueueFull, Search
 from aiayn.serve.errors import Problem
@@ -35,7 +33,7 @@ from aiayn.serve.ratelimit import RateLimits
 from aiayn.text import markup
 from aiayn.text.detect import LanguageDetector
 from aiayn.text.glossary import Glossary, GlossaryError
-from aiayn.translation import Segments, Translation, Translator
+from aiayn.translation import Segments, Translation, Translator, compiling
 
 
 class Service:
@@ -61,7 +59,7 @@ class Service:
     async def running(self) -> AsyncIterator[None]:
         """Search batches while the server runs; warm each model up in the worker thread first
         (`ready` turns True once that is done): searches that need a compiled step not in the cache
-        yet run eagerly while other processes compile it (`packages.wait_for_compiles`), and
+        yet run eagerly while other processes compile it (`compiling.wait_for_compiles`), and
         `_take_over` says when the compiled steps are in use. Once warm, what the process holds (the
         models, the libraries) is left out of Python's full garbage collections (`gc.freeze`): they
         hold every thread for as long as they take, and over a loaded model they were the event
@@ -95,7 +93,7 @@ class Service:
         loop, started = asyncio.get_running_loop(), time.perf_counter()
         try:
             for _ in range(TAKE_OVER_ROUNDS):
-                while alongside.busy() or packages.loading_aside():
+                while compiling.under_way():
                     await asyncio.sleep(0.25)
                 if not await loop.run_in_executor(self.executor, warm_up, self.models.values(), False):
                     break
@@ -270,10 +268,10 @@ def searchers(workers: int = 1, threads: int | None = None) -> ThreadPoolExecuto
 
 def _searcher(threads: int | None) -> None:
     """A search thread: `threads` CPU threads (None: as set already); a compiled step not in the cache
-    yet is compiled in another process while its searches run eagerly (`packages.wait_for_compiles`)."""
+    yet is compiled in another process while its searches run eagerly (`compiling.wait_for_compiles`)."""
     if threads is not None:
         torch.set_num_threads(threads)
-    packages.wait_for_compiles(False)
+    compiling.wait_for_compiles(False)
 
 
 def workers_for(config: ServeConfig, device: str, threads: int, compiled: bool = False) -> int:
@@ -402,16 +400,16 @@ def warm_up(translators: Iterable[Translator], say: bool = True, wait: bool = Fa
     server's batches (up to the search's batch size) can reach, so that each step is loaded, or
     compiled: here (`wait`, or where no other process can compile), else in other processes, the
     searches meanwhile eager. Returns how many steps were not waited for; `say`: how long it took."""
-    started, steps, deferred = time.perf_counter(), 0, packages.not_waited_for()
+    started, steps, deferred = time.perf_counter(), 0, compiling.not_waited_for()
     models = {id(t.model) if t.model is not None else id(t): t for t in translators}  # a multilingual
-    packages.wait_for_compiles(wait)
+    compiling.wait_for_compiles(wait)
     try:
         for translator in models.values():  # model's directions share one model: warmed once
             translator.warm_up()
             steps += translator.compiled_steps
     finally:
-        packages.wait_for_compiles(False)
-    deferred = packages.not_waited_for() - deferred
+        compiling.wait_for_compiles(False)
+    deferred = compiling.not_waited_for() - deferred
     if say:
         held = f" ({steps} compiled graphs)" if steps else ""
         later = "; searching eagerly while other processes compile the decoder steps" if deferred else ""
