@@ -206,7 +206,7 @@ def test_workers_search_batches_at_once(workers):
     ({"batching": False}, "cpu", 8, False, 1), ({"batching": False, "workers": 4}, "cpu", 8, False, 1),
 ])
 def test_how_many_searches_run_at_once(options, device, threads, compiled, expected):
-    from aiayn.serve.service import workers_for
+    from aiayn.serve.searching import workers_for
 
     assert workers_for(ServeConfig(**options), device, threads, compiled) == expected
 

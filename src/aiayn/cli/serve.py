@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         raise ImportError(f"aiayn serve needs the serve extra ({e.name} is missing): "
                           "pip install -e \".[serve]\"") from None
     from aiayn.devices import resolve_device
-    from aiayn.serve.service import searchers, workers_for
+    from aiayn.serve.searching import searchers, workers_for
     from aiayn.translation import load_translator
 
     config = cfg.build(cfg.ServeConfig, given(args, cfg.ServeConfig), "command line")

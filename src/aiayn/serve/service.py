@@ -15,12 +15,10 @@ import gc
 import hmac
 import json
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import torch
 from fastapi import Request, Response
 
 from aiayn.config import ConfigError, ServeConfig
@@ -30,10 +28,11 @@ from aiayn.serve.errors import Problem
 from aiayn.serve.files import TranslatedFiles
 from aiayn.serve.metrics import Metrics
 from aiayn.serve.ratelimit import RateLimits
+from aiayn.serve.searching import searchers, take_over, warm_up
 from aiayn.text import markup
 from aiayn.text.detect import LanguageDetector
 from aiayn.text.glossary import Glossary, GlossaryError
-from aiayn.translation import Segments, Translation, Translator, compiling
+from aiayn.translation import Segments, Translation, Translator
 
 
 class Service:
@@ -59,8 +58,8 @@ class Service:
     async def running(self) -> AsyncIterator[None]:
         """Search batches while the server runs; warm each model up in the worker thread first
         (`ready` turns True once that is done): searches that need a compiled step not in the cache
-        yet run eagerly while other processes compile it (`compiling.wait_for_compiles`), and
-        `_take_over` says when the compiled steps are in use. Once warm, what the process holds (the
+        yet run eagerly while other processes compile it (`searching.warm_up`), and
+        `take_over` says when the compiled steps are in use. Once warm, what the process holds (the
         models, the libraries) is left out of Python's full garbage collections (`gc.freeze`): they
         hold every thread for as long as they take, and over a loaded model they were the event
         loop's longest waits while a large file was read (benchmarks/detail/serve_busy.md)."""
@@ -73,7 +72,7 @@ class Service:
             self.ready = f.exception() is None
             gc.freeze()
             if self.ready and f.result():
-                taking_over.append(asyncio.create_task(self._take_over()))
+                taking_over.append(asyncio.create_task(take_over(self.executor, self.models.values())))
 
         warming.add_done_callback(warmed)
         try:
@@ -84,28 +83,6 @@ class Service:
                 task.cancel()
             self.executor.shutdown(wait=False, cancel_futures=True)
             self.preparers.shutdown(wait=False, cancel_futures=True)
-
-    async def _take_over(self) -> None:
-        """After a warm-up that did not wait for some compiled steps: each time the other processes
-        have compiled what they were given, the warm-up again (it loads what is stored, and gives out
-        what its searches need next), until no step is missing; after `TAKE_OVER_ROUNDS`, the steps
-        still missing are compiled on the search thread, as a warm-up with no other process would."""
-        loop, started = asyncio.get_running_loop(), time.perf_counter()
-        try:
-            for _ in range(TAKE_OVER_ROUNDS):
-                while compiling.under_way():
-                    await asyncio.sleep(0.25)
-                if not await loop.run_in_executor(self.executor, warm_up, self.models.values(), False):
-                    break
-            else:
-                await loop.run_in_executor(self.executor, warm_up, self.models.values(), False, True)
-        except Exception as e:  # any: the searches stay eager where a step is missing, as they were
-            print(f"the compiled decoder steps could not all be made ({type(e).__name__}: {e}); searching "
-                  "without those missing", flush=True)
-            return
-        steps = sum(t.compiled_steps for t in self.models.values())
-        print(f"compiled decoder steps in use ({steps} graphs), {time.perf_counter() - started:.1f} s after "
-              "the warm-up", flush=True)
 
     async def prepare(self, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """`work(*args, **kwargs)` on the preparing threads: CPU work kept off the event loop."""
@@ -256,38 +233,6 @@ class Service:
         return await self.json_answer(lambda: data)
 
 
-def searchers(workers: int = 1, threads: int | None = None) -> ThreadPoolExecutor:
-    """The threads that run the server's models, `workers` of them, each with `threads` CPU threads of
-    its own (None: as set already). Load the models on them too (`submit`): PyTorch's CPU threads form
-    one OpenMP pool per thread that runs operations, and a second pool (the main thread's, from
-    loading) beside a search on two threads made a 2-vCPU machine search a sentence much slower (the
-    pools' threads then sleep between operations instead of spinning; benchmarks/detail/serve_load.md)."""
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aiayn-search",
-                              initializer=_searcher, initargs=(threads,))
-
-
-def _searcher(threads: int | None) -> None:
-    """A search thread: `threads` CPU threads (None: as set already); a compiled step not in the cache
-    yet is compiled in another process while its searches run eagerly (`compiling.wait_for_compiles`)."""
-    if threads is not None:
-        torch.set_num_threads(threads)
-    compiling.wait_for_compiles(False)
-
-
-def workers_for(config: ServeConfig, device: str, threads: int, compiled: bool = False) -> int:
-    """How many searches run at once (`ServeConfig.workers`; 0: chosen here): two on a CPU of two or
-    more threads, else one: on a GPU, without batching (one request at a time), and with compiled
-    decoder steps, which run one call at a time (two one-thread searches of a compiled model made
-    no more sentences per second than one; one on two threads more: benchmarks/detail/serve_load.md)."""
-    if not config.batching:
-        return 1
-    if config.workers:
-        return config.workers
-    return 2 if device == "cpu" and threads >= 2 and not compiled else 1
-
-
-TAKE_OVER_ROUNDS = 4  # warm-ups after other processes' compiles, before the steps left compile here
-
 # Options that say how texts are cut into sentences; the search of those sentences is the same.
 CUTTING = ("split", "format", "max_source_len")
 MAX_GLOSSARY = 1000  # entries of a request's glossary
@@ -393,28 +338,6 @@ async def client_gone(request: Request) -> None:
     server gets for the request is that one (no polling)."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
-
-
-def warm_up(translators: Iterable[Translator], say: bool = True, wait: bool = False) -> int:
-    """Run each model once, and with a compiled decoder step, a batch at every row count that the
-    server's batches (up to the search's batch size) can reach, so that each step is loaded, or
-    compiled: here (`wait`, or where no other process can compile), else in other processes, the
-    searches meanwhile eager. Returns how many steps were not waited for; `say`: how long it took."""
-    started, steps, deferred = time.perf_counter(), 0, compiling.not_waited_for()
-    models = {id(t.model) if t.model is not None else id(t): t for t in translators}  # a multilingual
-    compiling.wait_for_compiles(wait)
-    try:
-        for translator in models.values():  # model's directions share one model: warmed once
-            translator.warm_up()
-            steps += translator.compiled_steps
-    finally:
-        compiling.wait_for_compiles(False)
-    deferred = compiling.not_waited_for() - deferred
-    if say:
-        held = f" ({steps} compiled graphs)" if steps else ""
-        later = "; searching eagerly while other processes compile the decoder steps" if deferred else ""
-        print(f"warmed up in {time.perf_counter() - started:.1f} s{held}{later}", flush=True)
-    return deferred
 
 
 def arrived(request: Request, batcher: Batcher) -> None:
