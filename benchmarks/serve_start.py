@@ -70,7 +70,7 @@ def cold_start(model: str, sentences: list[str], args, work: Path) -> dict:
     cache.mkdir(mode=0o700)
     command = [sys.executable, "-m", "aiayn", "serve", model, "--compile", "--host", "127.0.0.1",
                "--port", str(port), "--threads", str(args.threads), "--device", "cpu"]
-    url, measured = f"http://127.0.0.1:{port}", {"while": [], "after": []}
+    url, measured = f"http://127.0.0.1:{port}", {"while": [], "at": [], "after": []}  # at: when each ended
     with open(log_path, "w") as log:
         started = time.perf_counter()
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
@@ -81,7 +81,7 @@ def cold_start(model: str, sentences: list[str], args, work: Path) -> dict:
         while TAKEN_OVER not in log_path.read_text() and time.perf_counter() - started < args.wait \
                 or not measured["while"]:
             measured["while"].append(_translate(url, sentences[i % len(sentences)]))
-            measured.setdefault("at", []).append(time.perf_counter() - started)
+            measured["at"].append(time.perf_counter() - started)
             i += 1
         if TAKEN_OVER in log_path.read_text():
             measured["taken over"] = time.perf_counter() - started
