@@ -27,7 +27,7 @@ def timed_calls(fn: Callable[[], object], repeats: int = 5, warmup: int = 2) -> 
 def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     """The CPU's vendor and model name from /proc/cpuinfo (platform's guess where that cannot be read),
     with the units that decide its matmul speed, which a virtual machine's name often hides, and the
-    widest kernels PyTorch runs on it: "AMD EPYC (AVX2, AVX-512, AVX512-BF16, VNNI; PyTorch AVX512)"."""
+    widest kernels PyTorch runs on it: "AMD EPYC (AVX2, AVX-512, AVX512-BF16, VNNI, PyTorch AVX512)"."""
     name, vendor, flags = "", "", set()
     try:
         for line in cpuinfo.read_text().splitlines():

@@ -99,9 +99,7 @@ class Packages:
         if runner is None and not getattr(_policy, "wait", True) and alongside.workers():
             self._not_waited_for(kind, inputs)
         if runner is None:
-            with _tables:
-                loading = self._loading.setdefault(kind, threading.Lock())
-            with loading:  # another thread's build of this kind: its step; of another kind: at once
+            with self._lock(kind):  # another thread's build of this kind: its step; of another kind: at once
                 runner = self._runners.get(kind) or self._load_or_build(kind, inputs)
                 with _tables:
                     self._runners[kind] = runner
@@ -115,12 +113,21 @@ class Packages:
         """The steps loaded (or built) so far, in that order."""
         return list(self._runners.values())
 
-    def _load_or_build(self, kind: Kind, inputs: tuple) -> Runner:
+    def _lock(self, kind: Kind) -> threading.Lock:
+        """The lock of loading or building `kind`'s step: one thread does it."""
+        with _tables:
+            return self._loading.setdefault(kind, threading.Lock())
+
+    def _entry(self, kind: Kind, sample: Tensor) -> tuple[dict[str, Any], Path]:
+        """The cache entry of `kind`'s step for these weights: its fields and its directory."""
         if self._weights is None:
             with gate.running():  # not while another thread's export has put fakes in the weights
                 self._weights = weights_digest(self.module)
-        fields = entry_fields(self._weights, kind, inputs[1])
-        entry = steps_dir() / entry_name(fields)
+        fields = entry_fields(self._weights, kind, sample)
+        return fields, steps_dir() / entry_name(fields)
+
+    def _load_or_build(self, kind: Kind, inputs: tuple) -> Runner:
+        fields, entry = self._entry(kind, inputs[1])
         alongside.wait(entry)  # being compiled in another process of ours: its result, or here
         problem = check(entry, fields)
         if problem is not None:
@@ -143,8 +150,7 @@ class Packages:
         thread of its own if the cache holds it, else compiled in another process (`alongside`);
         either way `NotCompiledYet` now, and the step is used by the first call after it is loaded."""
         _policy.deferred = not_waited_for() + 1
-        with _tables:
-            loading = self._loading.setdefault(kind, threading.Lock())
+        loading = self._lock(kind)
         if loading.acquire(blocking=False):  # else another thread loads or builds it now
             try:
                 if kind not in self._runners:
@@ -154,11 +160,7 @@ class Packages:
         raise NotCompiledYet(f"the decoder step for {kind} is not loaded yet")
 
     def _load_or_submit(self, kind: Kind, inputs: tuple) -> None:
-        if self._weights is None:
-            with gate.running():
-                self._weights = weights_digest(self.module)
-        fields = entry_fields(self._weights, kind, inputs[1])
-        entry = steps_dir() / entry_name(fields)
+        fields, entry = self._entry(kind, inputs[1])
         if alongside.has(entry) or compiling_elsewhere(entry):
             return
         problem = check(entry, fields)
@@ -189,7 +191,7 @@ class Packages:
                 _aside.discard(threading.current_thread())
 
     def _load_kind(self, kind: Kind, entry: Path, device: torch.device) -> None:
-        with self._loading[kind]:
+        with self._lock(kind):
             if kind in self._runners:
                 return
             try:
@@ -242,8 +244,7 @@ class Packages:
     def _submit_ahead(self, kind: Kind, inputs: tuple) -> None:
         missing = []
         for other, make_inputs in self.ahead(self.module, kind, inputs):
-            fields = entry_fields(self._weights, other, inputs[1])
-            entry = steps_dir() / entry_name(fields)
+            fields, entry = self._entry(other, inputs[1])
             if other not in self._runners and not alongside.has(entry) and check(entry, fields) == "absent" \
                     and not compiling_elsewhere(entry):
                 missing.append((entry, fields, make_inputs))

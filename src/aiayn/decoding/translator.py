@@ -117,9 +117,8 @@ def search(model: Transformer, src: torch.Tensor, config: DecodeConfig,
         except (verdict.Unloadable, packages.NotCompiledYet):  # at a compiled step: this batch again, eagerly
             if drawn is not None:
                 generator.set_state(drawn)
-            with alongside.cores_left():  # beside the processes compiling meanwhile, if any
-                return _search(model, src, limits, config, generator, Step(model), constraints, prefix)
-    return _search(model, src, limits, config, generator, Step(model), constraints, prefix)
+    with alongside.cores_left():  # eagerly, beside the processes compiling meanwhile, if any
+        return _search(model, src, limits, config, generator, Step(model), constraints, prefix)
 
 
 def _search(model: Transformer, src: torch.Tensor, limits: torch.Tensor, config: DecodeConfig,
