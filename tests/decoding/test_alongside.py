@@ -119,3 +119,45 @@ def _members(group: int) -> list[int]:
             if int(fields[2]) == group and fields[0] != "Z":
                 found.append(int(status.parent.name))
     return found
+
+
+def test_a_step_compiled_alongside_is_compiled_at_the_threads_of_the_process_that_asked(
+        tmp_path, monkeypatch):
+    """Inductor writes a step's loops for the compiling process's torch threads (on one, none run in
+    parallel): the job carries the asking process's count and the compiling process builds at it, so
+    a step compiled alongside is the one the asking process would have compiled itself, also when
+    asked during an eager search that runs on fewer threads beside other compiles (`cores_left`)."""
+    from aiayn.decoding.cache import alongside
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    jobs = alongside.Alongside()
+    monkeypatch.setattr(jobs, "_start", lambda: None)  # keep the job queued: no process
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        jobs._running[tmp_path / "other"] = None, None  # another step compiling: one core fewer
+        with jobs.cores_left():
+            assert torch.get_num_threads() == 2
+            jobs.submit(tmp_path / "entry", {"rows": 4}, torch.nn.Linear(2, 2), (torch.zeros(4, 2),),
+                        _dynamic)
+        jobs._running.clear()
+    finally:
+        torch.set_num_threads(threads)
+    job = next(iter(jobs._queued.values()))
+    assert torch.load(job, weights_only=False)[-1] == 3
+
+    seen = []
+    monkeypatch.setattr(alongside, "_end_with", lambda parent: None)
+    monkeypatch.setattr(alongside, "check", lambda entry, fields: "not stored yet")
+    monkeypatch.setattr(alongside, "build", lambda *args: seen.append(torch.get_num_threads()))
+    try:
+        alongside.build_alone(str(job), os.getpid())
+    finally:
+        torch.set_num_threads(threads)
+        jobs.stop()
+    assert seen == [3]
+
+
+def _dynamic(inputs: tuple) -> tuple:
+    """A job's dynamic shapes (pickled by reference, as the searches' are)."""
+    return ({0: None},)

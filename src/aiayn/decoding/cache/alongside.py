@@ -43,6 +43,7 @@ class Alongside:
         self._queued: dict[Path, Path] = {}  # entry -> its job file, in the order asked
         self._running: dict[Path, tuple[subprocess.Popen, Path]] = {}  # entry -> its process, job file
         self._modules: WeakKeyDictionary[nn.Module, Path] = WeakKeyDictionary()  # saved for the jobs
+        self._threads: int | None = None  # the process's torch threads while `cores_left` lowers them
         atexit.register(self.stop)
 
     def workers(self) -> int:
@@ -69,10 +70,14 @@ class Alongside:
         if not compiling or threads == 1:
             yield
             return
+        with self._lock:
+            self._threads = threads
         torch.set_num_threads(max(1, threads - compiling))
         try:
             yield
         finally:
+            with self._lock:
+                self._threads = None
             torch.set_num_threads(threads)
 
     def submit(self, entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple,
@@ -85,7 +90,10 @@ class Alongside:
             return
         with self._lock:
             self._modules[module] = saved
-        if (job := _saved((entry, fields, saved, _shapes(inputs), dynamic))) is None:
+        with self._lock:  # the step is compiled for the process's threads, not those of an eager search
+            threads = self._threads or torch.get_num_threads()
+        job = (entry, fields, saved, _shapes(inputs), dynamic, threads)
+        if (job := _saved(job)) is None:
             return
         with self._lock:
             self._queued[entry] = job
@@ -194,12 +202,14 @@ def _shapes(inputs: Any) -> Any:
 
 
 def build_alone(job: str, parent: int) -> None:
-    """`Alongside`'s process: compile one step into the cache, on one thread, from its example inputs
-    made of zeros (unless another process stored it meanwhile); a failure is left to the process that
-    needs the step, which compiles it itself. It ends, with its compilers, when `parent` does."""
+    """`Alongside`'s process: compile one step into the cache from its example inputs made of zeros
+    (unless another process stored it meanwhile); a failure is left to the process that needs the
+    step, which compiles it itself. It ends, with its compilers, when `parent` does. Inductor writes
+    its kernels' loops for the process's torch threads (none parallel on one), so the step is
+    compiled at the parent's count: the code the parent would have compiled itself."""
     _end_with(parent)
-    torch.set_num_threads(1)
-    entry, fields, module, inputs, dynamic = torch.load(job, weights_only=False)
+    entry, fields, module, inputs, dynamic, threads = torch.load(job, weights_only=False)
+    torch.set_num_threads(threads)
     with building(entry, fields, lambda message: None):
         if check(entry, fields) is None:
             return
