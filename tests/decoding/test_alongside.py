@@ -140,8 +140,8 @@ def test_a_step_compiled_alongside_is_compiled_at_the_threads_of_the_process_tha
             assert torch.get_num_threads() == 2
             jobs.submit(tmp_path / "entry", {"rows": 4}, torch.nn.Linear(2, 2), (torch.zeros(4, 2),),
                         _dynamic)
-        jobs._running.clear()
     finally:
+        jobs._running.clear()
         torch.set_num_threads(threads)
     job = next(iter(jobs._queued.values()))
     assert torch.load(job, weights_only=False)[-1] == 3

@@ -90,8 +90,7 @@ class Alongside:
             return
         with self._lock:
             self._modules[module] = saved
-        with self._lock:  # the step is compiled for the process's threads, not those of an eager search
-            threads = self._threads or torch.get_num_threads()
+            threads = self._threads or torch.get_num_threads()  # the process's, not an eager search's
         job = (entry, fields, saved, _shapes(inputs), dynamic, threads)
         if (job := _saved(job)) is None:
             return
