@@ -320,6 +320,26 @@ def test_an_eager_search_beside_compiling_processes_leaves_them_a_core_each(monk
         torch.set_num_threads(threads)
 
 
+def test_overlapping_eager_searches_beside_compiles_leave_the_process_its_threads(monkeypatch):
+    """Two searches in `cores_left` at once, the first leaving first: each runs on the full count
+    less the compiles (not on what the other lowered it to), and the last to leave restores it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(4)
+    try:
+        monkeypatch.setattr(packages.alongside, "_running", {Path("a"): None})
+        first, second = packages.alongside.cores_left(), packages.alongside.cores_left()
+        first.__enter__()
+        assert torch.get_num_threads() == 3
+        second.__enter__()
+        assert torch.get_num_threads() == 3  # from the full 4, not from the first's 3
+        first.__exit__(None, None, None)
+        assert torch.get_num_threads() == 3  # the second still searches beside the compile
+        second.__exit__(None, None, None)
+        assert torch.get_num_threads() == 4
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_a_stored_library_untouched_since_is_not_read_again_and_one_replaced_is(tmp_path, monkeypatch):
     """On the CPU an entry keeps the package's library alone; a later check hashes it again only if
     the file is not the one stored (here: replaced by a copy, then by a damaged copy)."""

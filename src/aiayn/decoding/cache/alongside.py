@@ -44,6 +44,7 @@ class Alongside:
         self._running: dict[Path, tuple[subprocess.Popen, Path]] = {}  # entry -> its process, job file
         self._modules: WeakKeyDictionary[nn.Module, Path] = WeakKeyDictionary()  # saved for the jobs
         self._threads: int | None = None  # the process's torch threads while `cores_left` lowers them
+        self._entered = 0  # searches inside `cores_left` now
         atexit.register(self.stop)
 
     def workers(self) -> int:
@@ -61,24 +62,28 @@ class Alongside:
 
     @contextlib.contextmanager
     def cores_left(self) -> Iterator[None]:
-        """This thread's torch threads fewer by the processes compiling now (each keeps a core busy),
+        """The process's torch threads fewer by the processes compiling now (each keeps a core busy),
         for an eager search beside them: on 2 cores, one thread answered a sentence 3.6x faster than
-        two beside a compile (benchmarks/detail/serve_start.md)."""
+        two beside a compile (benchmarks/detail/serve_start.md). Searches may overlap: the first to
+        enter keeps the full count (`_threads`), each lowers from it, the last to leave restores it."""
         with self._lock:
             compiling = len(self._running)
-        threads = torch.get_num_threads()
-        if not compiling or threads == 1:
+            if compiling:
+                if not self._entered:
+                    self._threads = torch.get_num_threads()
+                self._entered += 1
+                torch.set_num_threads(max(1, self._threads - compiling))
+        if not compiling:
             yield
             return
-        with self._lock:
-            self._threads = threads
-        torch.set_num_threads(max(1, threads - compiling))
         try:
             yield
         finally:
             with self._lock:
-                self._threads = None
-            torch.set_num_threads(threads)
+                self._entered -= 1
+                if not self._entered:
+                    torch.set_num_threads(self._threads)
+                    self._threads = None
 
     def submit(self, entry: Path, fields: dict[str, Any], module: nn.Module, inputs: tuple,
                dynamic: Callable[[tuple], tuple]) -> None:
