@@ -327,6 +327,8 @@ def test_overlapping_eager_searches_beside_compiles_leave_the_process_its_thread
     torch.set_num_threads(4)
     try:
         monkeypatch.setattr(packages.alongside, "_running", {Path("a"): None})
+        for name, value in (("_entered", 0), ("_threads", None)):  # as they were, should an assertion fail
+            monkeypatch.setattr(packages.alongside, name, value)
         first, second = packages.alongside.cores_left(), packages.alongside.cores_left()
         first.__enter__()
         assert torch.get_num_threads() == 3
