@@ -114,6 +114,20 @@ def test_without_a_cjk_font_chinese_tokens_cost_one_line_not_a_warning_each(monk
     assert capsys.readouterr().err == ""
 
 
+def test_a_cjk_font_installed_after_matplotlib_listed_the_fonts_is_found(monkeypatch):
+    """matplotlib keeps its list of the system's fonts on disk: a font installed since is not in it."""
+    import pytest
+    from matplotlib import font_manager
+
+    if not any(font.name in visualize.CJK_FONTS for font in font_manager.FontManager().ttflist):  # read now
+        pytest.skip("no CJK font installed (apt-get install fonts-noto-cjk)")
+    stale = [font for font in font_manager.fontManager.ttflist if font.name not in visualize.CJK_FONTS]
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", stale)
+    visualize._fonts_installed_since.cache_clear()
+    assert visualize.cjk_font() in visualize.CJK_FONTS
+    visualize._fonts_installed_since.cache_clear()
+
+
 def test_with_a_cjk_font_installed_chinese_is_drawn_with_it(monkeypatch):
     import pytest
 

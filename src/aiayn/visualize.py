@@ -8,6 +8,7 @@ request, never read from module state.
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import json
 import math
@@ -48,9 +49,30 @@ _said: set[str] = set()
 
 
 def cjk_font() -> str | None:
-    """The first of CJK_FONTS that matplotlib finds installed, or None."""
-    installed = {font.name for font in font_manager.fontManager.ttflist}
-    return next((name for name in CJK_FONTS if name in installed), None)
+    """The first of CJK_FONTS that matplotlib finds installed, or None. matplotlib lists the system's
+    fonts once and keeps the list on disk, so a font installed since is missing from it: without a CJK
+    font there, the system's font files it has not read are added to it (once a process)."""
+    def first() -> str | None:
+        installed = {font.name for font in font_manager.fontManager.ttflist}
+        return next((name for name in CJK_FONTS if name in installed), None)
+
+    found = first()
+    if found is None and _fonts_installed_since():
+        found = first()
+    return found
+
+
+@functools.cache
+def _fonts_installed_since() -> int:
+    """Add the system's font files that matplotlib's font list lacks to it -> how many."""
+    known = {font.fname for font in font_manager.fontManager.ttflist}
+    added = 0
+    for path in font_manager.findSystemFonts():
+        if path not in known:
+            with contextlib.suppress(Exception):  # a file FreeType cannot read is no font for us
+                font_manager.fontManager.addfont(path)
+                added += 1
+    return added
 
 
 @contextlib.contextmanager
