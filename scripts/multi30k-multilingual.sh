@@ -5,19 +5,27 @@
 # 2-core CPU (an update 0.98 s), 6 minutes on one H200 (benchmarks/multilingual_gpu.sh).
 #
 #   bash scripts/multi30k-multilingual.sh             # more options go to `aiayn train`
+#   RECIPE=recipes/multi30k-multilingual-tiny.toml AVERAGE="--ema --last 1" RUN=runs/multilingual-tiny \
+#       bash scripts/multi30k-multilingual.sh         # the bilingual recipe's levers, 6 directions
 #
-# Writes runs/multi30k-multilingual/: checkpoints, metrics.jsonl, averaged/, hypotheses
-# (test_2016_flickr.SRC-TGT), scores test_2016_flickr.json (each direction under "directions").
+#   bash scripts/multi30k-multilingual.sh --resume    # go on from the run's last checkpoint after a stop
+#
+# Writes runs/multi30k-multilingual/ (RUN=DIR for another place): checkpoints, metrics.jsonl,
+# averaged/, hypotheses (test_2016_flickr.SRC-TGT), scores test_2016_flickr.json (each direction
+# under "directions").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-run=runs/multi30k-multilingual
+recipe=${RECIPE:-recipes/multi30k-multilingual.toml}
+average=${AVERAGE:---last 5}     # how the model to translate with is made from the run
+run=${RUN:-runs/multi30k-multilingual}
 
 . scripts/setup.sh                         # .venv, aiayn, $AIAYN_DATA_DIR
 
 start=$SECONDS
-aiayn train --config recipes/multi30k-multilingual.toml --out "$run" "$@"
+aiayn train --config "$recipe" --out "$run" "$@"
 echo "training took $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s (wall time, data and tokenizer included)"
-aiayn average "$run" --last 5 --out "$run/averaged"
+# shellcheck disable=SC2086  # $average holds several options
+aiayn average "$run" $average --out "$run/averaged"
 aiayn evaluate "$run/averaged" --test multi30k:test_2016_flickr --output "$run/test_2016_flickr" \
     --scores "$run/test_2016_flickr.json"
 
