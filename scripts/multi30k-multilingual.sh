@@ -6,7 +6,7 @@
 #
 #   bash scripts/multi30k-multilingual.sh             # more options go to `aiayn train`
 #   RECIPE=recipes/multi30k-multilingual-tiny.toml AVERAGE="--ema --last 1" RUN=runs/multilingual-tiny \
-#       bash scripts/multi30k-multilingual.sh         # the bilingual recipe's levers, 6 directions
+#       bash scripts/multi30k-multilingual.sh         # the bilingual recipe's levers (measured worse)
 #
 #   bash scripts/multi30k-multilingual.sh --resume    # go on from the run's last checkpoint after a stop
 #                                                     # (with the RUN it was started with)
