@@ -9,7 +9,7 @@
 #       bash scripts/multi30k-multilingual.sh         # the bilingual recipe's levers (measured worse)
 #
 #   bash scripts/multi30k-multilingual.sh --resume    # go on from the run's last checkpoint after a stop
-#                                                     # (with the RUN it was started with)
+#                                                     # (with the RUN and RECIPE it was started with)
 #
 # Writes runs/multi30k-multilingual/ (RUN=DIR for another place): checkpoints, metrics.jsonl,
 # averaged/, hypotheses (test_2016_flickr.SRC-TGT), scores test_2016_flickr.json (each direction
@@ -23,11 +23,7 @@ run=${RUN:-runs/multi30k-multilingual}
 . scripts/setup.sh                         # .venv, aiayn, $AIAYN_DATA_DIR
 
 start=$SECONDS
-if [ "${1:-}" = --resume ]; then           # the run's saved recipe goes on: no --config
-    aiayn train --out "$run" "$@"
-else
-    aiayn train --config "$recipe" --out "$run" "$@"
-fi
+aiayn train --config "$recipe" --out "$run" "$@"
 echo "training took $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s (wall time, data and tokenizer included)"
 # shellcheck disable=SC2086  # $average holds several options
 aiayn average "$run" $average --out "$run/averaged"

@@ -5,6 +5,7 @@
 #
 #   bash scripts/multi30k.sh en de        # also: de en, en fr, fr en, en cs, cs en
 #   bash scripts/multi30k.sh en de --seed 2               # more options go to `aiayn train`
+#   bash scripts/multi30k.sh en de --resume               # after a stop: on from the last checkpoint
 #   bash scripts/multi30k.sh en de --relative-positions   # relative positions (Shaw et al. 2018),
 #                                                         # K = 16, instead of the sinusoids
 #   RECIPE=recipes/multi30k-small.toml AVERAGE="--last 5" bash scripts/multi30k.sh en de

@@ -44,14 +44,36 @@ def test_resume_continues_the_run(tmp_path):
 
 
 @pytest.mark.parametrize("options, message", [
-    (dict(resume=True, d_model=64), "cannot change d_model"),
-    (dict(resume=True, preset="tiny"), "cannot change --preset/--config"),
+    (dict(resume=True, d_model=32), r"cannot change d_model \(the run has 64, asked 32\)"),
+    (dict(resume=True, preset="small"), r"cannot change .*d_model \(the run has 64, asked 256\)"),
+    (dict(resume=True, train="synthetic:copy"), r"cannot change train \(the run has synthetic:reverse, "
+                                                r"asked synthetic:copy\)"),
     (dict(resume=True, max_steps=3), "has already reached --max-steps 3"),
 ])
 def test_resume_refuses_what_it_cannot_do(tmp_path, options, message):
     aiayn.train_model(tmp_path / "run", max_steps=3, **TINY)
     with pytest.raises(ConfigError, match=message):
         aiayn.train_model(tmp_path / "run", **options)
+
+
+def test_resume_takes_the_command_that_started_the_run_and_its_recipe_file(tmp_path, capsys):
+    """A script may repeat its first command with resume: the preset, the recipe file and model and
+    data options equal to the saved run's are accepted, and the recipe's training options replace
+    the saved ones, as options do."""
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text('preset = "tiny"\n[model]\nd_ff = 96\n[data]\nbatch_tokens = 512\n'
+                      '[train]\nmax_steps = 2\n')
+    started = dict(TINY, batch_tokens=None)
+    aiayn.train_model(tmp_path / "run", config=recipe, **started)
+    recipe.write_text(recipe.read_text().replace("max_steps = 2", "max_steps = 4"))
+    capsys.readouterr()
+    run = aiayn.train_model(tmp_path / "run", resume=True, config=recipe, **started)
+    assert run.step == 4 and checkpoint.load(run.checkpoint).model.config.d_ff == 96
+    assert "training options changed: --max-steps 2 -> 4" in capsys.readouterr().out
+    recipe.write_text(recipe.read_text().replace("d_ff = 96", "d_ff = 128").replace("= 4", "= 6"))
+    with pytest.raises(ConfigError, match=r"cannot change d_ff \(the run has 96, asked 128\)"):
+        aiayn.train_model(tmp_path / "run", resume=True, config=recipe, **started)
+    assert checkpoint.resolve(tmp_path / "run").name == "step_00000004"  # nothing trained
 
 
 @pytest.mark.parametrize("options, message", [

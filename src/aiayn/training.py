@@ -11,7 +11,8 @@ Options are the fields of `ModelConfig`, `DataConfig` and `TrainConfig`, by name
 `aiayn train`, with `_` for `-`); precedence, lowest first: the dataclasses' defaults, the preset,
 a recipe file (`config`), the options. Everything is checked before any data is read. A fresh
 run learns a SentencePiece tokenizer on the training text unless `tokenizer` names one; a resumed
-run continues the saved model and data exactly, and takes only training options. `aiayn train`
+run continues the saved model and data exactly: its training options replace the saved ones, and
+the preset, recipe file, model and data options, when given, must equal the run's. `aiayn train`
 is this function on the command line.
 """
 
@@ -208,6 +209,18 @@ def _check_vocabulary(tokenizer: Tokenizer, model: cfg.ModelConfig, data: cfg.Da
 def _recipe(preset: str | None, config: str | Path | None,
             options: dict[str, dict[str, Any]]) -> cfg.Recipe:
     """The checked recipe from defaults, preset, recipe file and options (each overriding the one before)."""
+    sections = _sections(preset, config, options)
+    if sections["train"].get("init_from") and not set(init.FINE_TUNING) & set(sections["train"]):
+        sections["train"] = {**init.FINE_TUNING, **sections["train"]}  # a schedule for trained weights
+        print("learning rate after --init-from: " + ", ".join(f"--{k.replace('_', '-')} {v}"
+                                                              for k, v in init.FINE_TUNING.items()))
+    return cfg.recipe(sections, f"{config} and the options" if config else "options")
+
+
+def _sections(preset: str | None, config: str | Path | None,
+              options: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The recipe file's sections with the options merged in (and the preset, when given): what was
+    asked, before defaults."""
     sections = cfg.load_config_file(config) if config else {}
     if "train" in options["data"] and "train_weights" not in options["data"]:  # the file's weights
         sections.get("data", {}).pop("train_weights", None)  # were for the file's corpora
@@ -215,13 +228,9 @@ def _recipe(preset: str | None, config: str | Path | None,
         sections[name] = {**sections.get(name, {}), **options[name]}
     if sections["data"].get("data"):
         sections["data"] = _with_prepared(sections["data"])
-    if sections["train"].get("init_from") and not set(init.FINE_TUNING) & set(sections["train"]):
-        sections["train"] = {**init.FINE_TUNING, **sections["train"]}  # a schedule for trained weights
-        print("learning rate after --init-from: " + ", ".join(f"--{k.replace('_', '-')} {v}"
-                                                              for k, v in init.FINE_TUNING.items()))
     if preset:
         sections["preset"] = preset
-    return cfg.recipe(sections, f"{config} and the options" if config else "options")
+    return sections
 
 
 def _with_prepared(data: dict[str, Any]) -> dict[str, Any]:
@@ -251,17 +260,17 @@ def _check_lengths(model: cfg.ModelConfig, data: cfg.DataConfig) -> None:
 
 def _resumed(out: Path, preset: str | None, config: str | Path | None,
              options: dict[str, dict[str, Any]]):
-    fixed = {**options["model"], **options["data"]}
-    if "init_from" in options["train"]:
-        fixed["init_from"] = options["train"]["init_from"]
-    if fixed or preset or config:
-        names = ", ".join(sorted(fixed)) or "--preset/--config"
-        raise cfg.ConfigError(f"--resume continues the saved model and data; cannot change {names}")
     if not checkpoint.step_checkpoints(out):
         raise cfg.ConfigError(f"{out}: no checkpoints to resume from (start a run without --resume)")
     ck = checkpoint.load_latest(out)
-    train_config = cfg.build(cfg.TrainConfig, {**cfg.to_dict(ck.train), **options["train"]},
-                             "options")
+    train_options = options["train"]
+    if preset or config or options["model"] or options["data"] or "init_from" in train_options:
+        train_options = _same_run(ck, preset, config, options)
+    train_config = cfg.build(cfg.TrainConfig, {**cfg.to_dict(ck.train), **train_options},
+                             f"{config} and the options" if config else "options")
+    changed = [f"--{f.name.replace('_', '-')} {getattr(ck.train, f.name)} -> {getattr(train_config, f.name)}"
+               for f in dataclasses.fields(cfg.TrainConfig)
+               if getattr(train_config, f.name) != getattr(ck.train, f.name)]
     state = ck.state
     reached = limit_reached(train_config, ck.step, state["position"]["epoch"], state["elapsed"] / 60)
     if reached:
@@ -271,8 +280,49 @@ def _resumed(out: Path, preset: str | None, config: str | Path | None,
     if early and patience and patience <= ck.train.patience:
         raise cfg.ConfigError(f"{out} stopped early at step {ck.step:,} ({early}): nothing to resume; raise "
                               "--patience, or give --patience 0 (no early stopping), to train further")
-    print(f"resuming {out} at step {ck.step:,} from {ck.path.name}")
+    print(f"resuming {out} at step {ck.step:,} from {ck.path.name}"
+          + (f"; training options changed: {', '.join(changed)}" if changed else ""))
     return ck.model, ck.tokenizer, ck.data, train_config, state
+
+
+def _same_run(ck: checkpoint.Checkpoint, preset: str | None, config: str | Path | None,
+              options: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The training options of a resume that also names the run's preset, recipe file or model and
+    data options: each model and data option named (the preset's fields included) must equal the
+    saved run's, so that a script may repeat the command that started the run, with --resume."""
+    sections = _sections(preset, config, options)
+    source = f"{config} and the options" if config else "options"
+    recipe = cfg.recipe(sections, source)  # checks the file and options as a fresh run would
+    asked_model = {**(cfg.PRESETS[recipe.preset] if recipe.preset_given else {}), **recipe.model}
+    built = cfg.model_config(recipe.preset, **recipe.model)
+    data = recipe.data
+    if data.pairs:  # a multilingual run's languages are its first direction's, as _fresh sets them
+        data = dataclasses.replace(data, src_lang=data.pairs[0].split("-")[0],
+                                   tgt_lang=data.pairs[0].split("-")[1])
+    differ = []
+    for name in asked_model:
+        asked, saved = getattr(built, name), getattr(ck.model.config, name)
+        if name in ("vocab_size", "src_vocab_size"):  # the tokenizer may learn fewer pieces than asked
+            same = saved <= asked or not asked  # src_vocab_size 0: vocab_size's
+        else:
+            same = asked == saved
+        if not same:
+            differ.append(f"{name} (the run has {saved}, asked {asked})")
+    for name in sections["data"]:
+        if getattr(data, name) != getattr(ck.data, name):
+            differ.append(f"{name} (the run has {_shown(getattr(ck.data, name))}, asked "
+                          f"{_shown(getattr(data, name))})")
+    asked_parent = sections["train"].get("init_from")
+    if asked_parent is not None and Path(asked_parent).resolve() != Path(ck.train.init_from or "").resolve():
+        differ.append(f"init_from (the run has {ck.train.init_from or 'none'}, asked {asked_parent})")
+    if differ:
+        raise cfg.ConfigError("--resume continues the saved model and data; cannot change "
+                              + "; ".join(differ))
+    return {k: v for k, v in sections["train"].items() if k != "init_from"}
+
+
+def _shown(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
 def _tokenized(spec: str, data: cfg.DataConfig, tokenizer: Tokenizer, max_len: int | None,

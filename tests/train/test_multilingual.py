@@ -59,6 +59,21 @@ def test_a_multilingual_run_learns_one_vocabulary_and_validates_each_direction(s
     assert bleu["bleu"] == pytest.approx(sum(d["bleu"] for d in bleu["directions"].values()) / 3)
 
 
+def test_a_multilingual_run_resumes_with_the_command_that_started_it(small_valid, tmp_path, capsys):
+    """Its languages are its first direction's, as the run saved them: repeating --pairs with
+    --resume is the same run, and another first direction is not."""
+    run = tmp_path / "run"
+    started = ["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs",
+               "--out", str(run)]
+    assert main([*started, "--max-steps", "1"]) == 0
+    assert main([*started, "--max-steps", "2", "--resume"]) == 0
+    assert checkpoint.resolve(run).name == "step_00000002"
+    capsys.readouterr()
+    assert main([*started[:-4], "--pairs", "en-cs,en-de", "--out", str(run), "--max-steps", "3",
+                 "--resume"]) == 2
+    assert "cannot change pairs (the run has en-de,en-cs, asked en-cs,en-de)" in capsys.readouterr().err
+
+
 def test_each_source_sentence_starts_with_its_target_languages_piece():
     tokenizer = Tokenizer.learn_languages({"en": ["a dog runs"] * 20, "de": ["ein hund rennt"] * 20}, 300)
     corpus = TokenizedCorpus(tokenizer.encode(["a dog", "a cat"]), tokenizer.encode(["ein hund", "eine"]))

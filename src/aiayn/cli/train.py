@@ -23,7 +23,8 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--out", required=True, metavar="RUN_DIR", help="directory of this training run")
     p.add_argument("--resume", action="store_true",
                    help="continue from the newest checkpoint in RUN_DIR; training options given "
-                        "here (for example a larger --max-steps) replace the saved ones")
+                        "here (for example a larger --max-steps) replace the saved ones; --preset, "
+                        "--config and model and data options may be repeated but must equal the run's")
     add_recipe_options(p)
     add_config_options(p, cfg.ModelConfig, "model (paper section 3)")
     add_config_options(p, cfg.DataConfig, "data")
