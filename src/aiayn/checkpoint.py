@@ -7,7 +7,8 @@
       training_state.pt    optimiser state, step, data position, RNG states (absent in averages)
       ema.safetensors      the moving average of the weights (--ema-decay), in model.safetensors' form
       decoding.json        search settings chosen on a validation set (`aiayn evaluate --sweep`), which
-                           translating with this model uses unless told otherwise
+                           translating with this model uses unless told otherwise (a multilingual
+                           model's, per direction, under "directions")
 
 A checkpoint is written whole or not at all (`files.replacing`), never over a directory that is
 not a checkpoint, and byte for byte the same for the same model. Nothing in it can run code when
@@ -278,31 +279,59 @@ def average(paths: list[str | Path], out: str | Path, force: bool = False, ema: 
     return save(out, newest.model, newest.tokenizer, newest.data, newest.train, force=force)
 
 
-def save_decoding(path: str | Path, chosen: dict[str, Any], about: dict[str, Any]) -> Path:
+def save_decoding(path: str | Path, chosen: dict[str, Any], about: dict[str, Any],
+                  direction: str | None = None) -> Path:
     """Keep search settings `chosen` (of `CHOSEN`) in the checkpoint at `path`, with `about` them
-    (the set they were chosen on, the scores of each); written whole or not at all."""
+    (the set they were chosen on, the scores of each): the model's, or with `direction` (SRC-TGT)
+    that direction's of a multilingual model, beside the others kept; written whole or not at all."""
     unknown = sorted(set(chosen) - set(CHOSEN))
     if unknown:
         raise ValueError(f"not search settings a model keeps: {', '.join(unknown)}")
     cfg.build(cfg.DecodeConfig, chosen, "search settings")
     target = Path(path) / DECODING_FILE
-    files.write_atomically(target, (json.dumps({**chosen, "chosen": about}, indent=2) + "\n").encode())
+    kept = _read_decoding(target) if target.exists() else {}
+    entry = {**chosen, "chosen": about}
+    if direction:
+        kept = {**kept, "directions": {**kept.get("directions", {}), direction: entry}}
+    else:
+        kept = {**entry, **({"directions": kept["directions"]} if "directions" in kept else {})}
+    files.write_atomically(target, (json.dumps(kept, indent=2) + "\n").encode())
     return target
 
 
-def decoding(path: str | Path) -> dict[str, Any]:
-    """The search settings kept in the checkpoint at `path` (`save_decoding`); none: {}."""
+def decoding(path: str | Path, direction: str | None = None) -> dict[str, Any]:
+    """The search settings kept in the checkpoint at `path` (`save_decoding`): the model's, and with
+    `direction` that direction's own over them; none: {}."""
     target = Path(path) / DECODING_FILE
     if not target.exists():
         return {}
+    kept = _read_decoding(target)
+    return {**_settings(kept), **_settings(kept.get("directions", {}).get(direction, {}))}
+
+
+def decoding_directions(path: str | Path) -> list[str]:
+    """The directions (SRC-TGT) of a multilingual model that keep search settings of their own."""
+    target = Path(path) / DECODING_FILE
+    return list(_read_decoding(target).get("directions", {})) if target.exists() else []
+
+
+def _settings(kept: dict[str, Any]) -> dict[str, Any]:
+    return {k: kept[k] for k in CHOSEN if k in kept}
+
+
+def _read_decoding(target: Path) -> dict[str, Any]:
+    """decoding.json, every set of settings in it checked."""
     try:
         kept = json.loads(target.read_bytes().decode("utf-8"))
-        chosen = {k: kept[k] for k in CHOSEN if k in kept}
-        cfg.build(cfg.DecodeConfig, chosen, str(target))
-    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError) as e:
+        directions = kept.get("directions", {})
+        if not isinstance(directions, dict):
+            raise ValueError("directions is not a table of SRC-TGT: settings")
+        for name, entry in [("the model", kept), *directions.items()]:
+            cfg.build(cfg.DecodeConfig, _settings(entry), f"{name}'s settings")
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError) as e:
         raise CheckpointError(f"{target}: cannot read the search settings kept there ({e}); delete it "
                               "to use the defaults") from None
-    return chosen
+    return kept
 
 
 def step_checkpoints(run_dir: str | Path) -> list[Path]:

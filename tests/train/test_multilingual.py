@@ -147,6 +147,39 @@ def test_evaluate_scores_every_direction_of_a_multilingual_model_or_the_one_aske
     assert json.loads(scores.read_text())["languages"] == "en-cs"
 
 
+def test_each_direction_keeps_the_search_settings_swept_on_it(small_valid, tmp_path, capsys):
+    """A sweep of one direction keeps its choice beside the other directions'; translating in a
+    direction uses its own (else the model's), and an option given at loading still wins."""
+    run = tmp_path / "run"
+    assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs",
+                 "--max-steps", "1", "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(run), "--sweep", "--test", small_valid, "--src-lang", "en",
+                 "--tgt-lang", "cs", "--sweep-beams", "1", "--sweep-penalties", "0.6",
+                 "--max-output-len", "3"]) == 0
+    assert "used when translating en-cs with this model" in capsys.readouterr().out
+    kept = checkpoint.resolve(run)
+    checkpoint.save_decoding(kept, {"beam_size": 2, "length_penalty": 1.4}, {"on": "val"}, "en-de")
+    saved = json.loads((kept / "decoding.json").read_text())
+    assert "beam_size" not in saved  # none for the whole model
+    assert saved["directions"]["en-cs"]["beam_size"] == 1 and saved["directions"]["en-cs"]["chosen"]["trials"]
+    assert saved["directions"]["en-de"]["beam_size"] == 2  # the sweep's en-cs kept beside it
+    translator = load_translator(run, device="cpu")  # en-de, the first direction
+    czech = translator.towards("en", "cs")
+    assert (translator.defaults.beam_size, translator.defaults.length_penalty) == (2, 1.4)
+    assert (czech.defaults.beam_size, czech.defaults.length_penalty) == (1, 0.6)
+    assert czech.towards("en", "de").defaults == translator.defaults
+    assert load_translator(run, device="cpu", tgt_lang="cs").defaults.beam_size == 1
+    told = load_translator(run, device="cpu", beam_size=5, tgt_lang="cs")
+    assert (told.defaults.beam_size, told.defaults.length_penalty) == (5, 0.6)
+    assert told.towards("en", "de").defaults.beam_size == 5
+    checkpoint.save_decoding(kept, {"beam_size": 3}, {"on": "val"})  # the model's, under the directions'
+    assert load_translator(run, device="cpu").defaults.beam_size == 2
+    (kept / "decoding.json").write_text('{"directions": {"en-cs": {"beam_size": 0}}}')
+    with pytest.raises(checkpoint.CheckpointError, match="decoding.json"):
+        load_translator(run, device="cpu")
+
+
 def test_a_ctranslate2_export_translates_each_direction_as_aiayn_does(small_valid, tmp_path, capsys):
     pytest.importorskip("ctranslate2")
     run, ct2 = tmp_path / "run", tmp_path / "ct2"

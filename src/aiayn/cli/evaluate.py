@@ -44,9 +44,9 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:
     p.add_argument("--sweep", action="store_true",
                    help="choose the search settings on this set, which should be a validation set, never "
                         "the test set: translate it with every --sweep-beams size and --sweep-penalties "
-                        "length penalty, and keep the best by BLEU in the checkpoint (decoding.json), "
-                        "where translating with the model (the CLI, the Python API, the server) finds "
-                        "them unless told otherwise")
+                        "length penalty, and keep the best by BLEU in the checkpoint (decoding.json; a "
+                        "multilingual model's for the direction swept), where translating with the model "
+                        "(the CLI, the Python API, the server) finds them unless told otherwise")
     p.add_argument("--sweep-beams", type=int_list, default=(4, 8), metavar="B,B,...",
                    help="beam sizes to try (default: 4,8)")
     p.add_argument("--sweep-penalties", type=float_list, default=(0.6, 1.0, 1.4, 1.8, 2.2, 2.6, 3.0),
@@ -135,10 +135,11 @@ def _swept(translator, args: argparse.Namespace) -> dict:
               "penalty_form": translator.defaults.penalty_form}
     about = {"on": test, "bleu": best.bleu, "chrf": best.chrf, "tokenize": tokenize,
              "trials": [vars(t) for t in trials]}
-    where = checkpoint.save_decoding(kept, chosen, about)
+    direction = f"{translator.src_lang}-{translator.tgt_lang}" if translator.pairs else None
+    where = checkpoint.save_decoding(kept, chosen, about, direction)
     print(f"chose beam {best.beam_size}, length penalty {best.length_penalty:g} (BLEU {best.bleu:.2f} on "
           f"{corpus.name}, {time.perf_counter() - start:.0f} s); kept in {where}, used when translating "
-          "with this model unless told otherwise")
+          f"{f'{direction} ' if direction else ''}with this model unless told otherwise")
     return {"test": corpus.name, **chosen, **about}
 
 
@@ -147,8 +148,8 @@ def _swept_checkpoint(path: str, translator, one_direction: bool) -> Path:
     if translator.model is None or not _aiayn_checkpoint(path):
         raise ConfigError(f"{path}: --sweep keeps its choice in an aiayn checkpoint; this is not one")
     if translator.pairs and not one_direction:
-        raise ConfigError("--sweep chooses one model's settings: a multilingual model's on one direction, "
-                          "given by --src-lang and --tgt-lang")
+        raise ConfigError("--sweep chooses the settings of one direction of a multilingual model (each "
+                          "keeps its own): give it by --src-lang and --tgt-lang")
     return checkpoint.resolve(path)
 
 

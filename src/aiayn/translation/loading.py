@@ -38,6 +38,8 @@ class LoadedModel:
     data: cfg.DataConfig  # how it was trained (defaults for a Marian model)
     train: cfg.TrainConfig
     decoding: dict[str, Any] = dataclasses.field(default_factory=dict)  # search settings it keeps
+    # a multilingual model's directions (SRC-TGT) that keep settings of their own, over `decoding`
+    by_direction: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 def model_format(path: str | Path) -> str:
@@ -73,8 +75,10 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", ema: bool =
         return LoadedModel(model.to(device), tokenizer, data.src_lang, data.tgt_lang, Path(path), data,
                            cfg.TrainConfig())
     ck = checkpoint.load(checkpoint.resolve(path), device, with_state=False, ema=ema)
+    by_direction = {pair: checkpoint.decoding(ck.path, pair)
+                    for pair in checkpoint.decoding_directions(ck.path)}
     return LoadedModel(ck.model, ck.tokenizer, ck.data.src_lang, ck.data.tgt_lang, ck.path, ck.data, ck.train,
-                       checkpoint.decoding(ck.path))
+                       checkpoint.decoding(ck.path), by_direction)
 
 
 def prepare(model: Transformer, device: torch.device, dtype: str = "float32", int8: bool = False,
@@ -174,16 +178,17 @@ def _pytorch(path: str | Path, device: torch.device, dtype: str, int8: bool, ema
         allocator.keep_freed_memory()  # a search's large tensors reuse freed memory (process-wide)
     loaded = load_model(path, device, ema)
     model, how, compiled = prepare(loaded.model.eval(), device, dtype, int8, compile)
-    defaults = cfg.build(cfg.DecodeConfig, {**loaded.decoding, "compile": compiled, **options},
-                         "translator options")
+    def defaults(kept: dict[str, Any]) -> cfg.DecodeConfig:  # options given win over settings kept
+        return cfg.build(cfg.DecodeConfig, {**kept, "compile": compiled, **options}, "translator options")
 
     def run(ids: list[list[int]], config: cfg.DecodeConfig, progress: bool,
             steers: list[Steer] | None = None) -> list[list[Translation]]:
         return translate_ids(model, loaded.tokenizer, ids, config, progress, steers)
 
-    return Translator(run, defaults, model, loaded.tokenizer, loaded.src_lang, loaded.tgt_lang,
-                      f"pytorch {how} {on}", max_source_len(loaded), pairs=loaded.data.pairs,
-                      language_token=loaded.data.language_token)
+    return Translator(run, defaults(loaded.decoding), model, loaded.tokenizer, loaded.src_lang,
+                      loaded.tgt_lang, f"pytorch {how} {on}", max_source_len(loaded), pairs=loaded.data.pairs,
+                      language_token=loaded.data.language_token,
+                      by_direction={pair: defaults(kept) for pair, kept in loaded.by_direction.items()})
 
 
 def _in_direction(translator: Translator, src_lang: str | None, tgt_lang: str | None, zero_shot: bool,

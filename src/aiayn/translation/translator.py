@@ -73,8 +73,11 @@ class Translator:
     def __init__(self, engine: Engine, defaults: cfg.DecodeConfig, model: Transformer | None,
                  tokenizer: Tokenizer, src_lang: str, tgt_lang: str, description: str,
                  max_source_len: int = cfg.DataConfig().max_len, pairs: tuple[str, ...] = (),
-                 language_token: str = cfg.DataConfig().language_token) -> None:
+                 language_token: str = cfg.DataConfig().language_token,
+                 by_direction: Mapping[str, cfg.DecodeConfig] | None = None) -> None:
         self._engine, self.defaults, self.model, self.tokenizer = engine, defaults, model, tokenizer
+        # the model's search defaults, and a multilingual model's directions' own (`towards`)
+        self._model_defaults, self._by_direction = defaults, dict(by_direction or {})
         self.src_lang, self.tgt_lang, self.description = src_lang, tgt_lang, description
         self.max_source_len = max_source_len  # source tokens of the longest sentence the model takes
         self.source_prefix: tuple[int, ...] = ()  # ids before every sentence: a direction's >>xx<< (towards)
@@ -96,7 +99,8 @@ class Translator:
         """This multilingual model's translator for another direction (the same model): one it was
         trained on, or with `zero_shot`, any from a language it has read to one it has written
         (Johnson et al.'s zero-shot translation: its quality is that of no training; `zero_shot` on
-        the translator says so)."""
+        the translator says so). Its search defaults: the direction's own where the model keeps them
+        (`aiayn evaluate --sweep --src-lang S --tgt-lang T`), options given at loading still winning."""
         pair = f"{src_lang}-{tgt_lang}"
         sources, targets = ({p.split("-")[i] for p in self.pairs} for i in (0, 1))
         untrained = pair not in self.pairs
@@ -112,8 +116,10 @@ class Translator:
         other = copy.copy(self)
         other.src_lang, other.tgt_lang, other.zero_shot = src_lang, tgt_lang, untrained
         other._configs = {}
+        own, mine = self._by_direction, f"{self.src_lang}-{self.tgt_lang}"  # settings kept per direction
+        other.defaults = own[pair] if pair in own else self._model_defaults if mine in own else self.defaults
         if self.language_token == "target":  # the decoder's first token
-            other.defaults = dataclasses.replace(self.defaults, decoder_start=piece)
+            other.defaults = dataclasses.replace(other.defaults, decoder_start=piece)
         else:
             other.source_prefix = (piece,)
         return other
