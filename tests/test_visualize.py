@@ -121,7 +121,9 @@ def test_a_cjk_font_installed_after_matplotlib_listed_the_fonts_is_found(monkeyp
 
     if not any(font.name in visualize.CJK_FONTS for font in font_manager.FontManager().ttflist):  # read now
         pytest.skip("no CJK font installed (apt-get install fonts-noto-cjk)")
-    stale = [font for font in font_manager.fontManager.ttflist if font.name not in visualize.CJK_FONTS]
+    cjk_files = {font.fname for font in font_manager.fontManager.ttflist if font.name in visualize.CJK_FONTS}
+    # the list as it was before those files were installed (each face of a collection, .ttc, gone too)
+    stale = [font for font in font_manager.fontManager.ttflist if font.fname not in cjk_files]
     monkeypatch.setattr(font_manager.fontManager, "ttflist", stale)
     visualize._fonts_installed_since.cache_clear()
     assert visualize.cjk_font() in visualize.CJK_FONTS
