@@ -76,6 +76,13 @@ def test_resume_takes_the_command_that_started_the_run_and_its_recipe_file(tmp_p
     assert checkpoint.resolve(tmp_path / "run").name == "step_00000004"  # nothing trained
 
 
+def test_resume_checks_the_options_given_against_the_runs_own_not_the_defaults(tmp_path):
+    """A linear decay needs max_steps over warmup_steps: the run's warm-up (1), not the default's."""
+    aiayn.train_model(tmp_path / "run", **{**TINY, "warmup_steps": 1, "lr_decay": "linear", "max_steps": 2})
+    run = aiayn.train_model(tmp_path / "run", resume=True, preset="tiny", lr_decay="linear", max_steps=3)
+    assert run.step == 3
+
+
 @pytest.mark.parametrize("options, message", [
     (dict(max_stpes=3), "unknown training option.s. max_stpes"),
     (dict(d_model=-8), "d_model=-8"),

@@ -292,7 +292,8 @@ def _same_run(ck: checkpoint.Checkpoint, preset: str | None, config: str | Path 
     saved run's, so that a script may repeat the command that started the run, with --resume."""
     sections = _sections(preset, config, options)
     source = f"{config} and the options" if config else "options"
-    recipe = cfg.recipe(sections, source)  # checks the file and options as a fresh run would
+    # checked as a fresh run's would be, the training options over the run's own
+    recipe = cfg.recipe({**sections, "train": {**cfg.to_dict(ck.train), **sections["train"]}}, source)
     asked_model = {**(cfg.PRESETS[recipe.preset] if recipe.preset_given else {}), **recipe.model}
     built = cfg.model_config(recipe.preset, **recipe.model)
     data = recipe.data
