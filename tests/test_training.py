@@ -127,6 +127,15 @@ def data_dir(tmp_path_factory):
     return out
 
 
+def test_resume_takes_a_data_directory_again_whatever_vocabulary_size_was_asked_beside_it(tmp_path, data_dir):
+    """A tokenizer given sets the vocabulary, as in a fresh run: the size asked beside it is not compared."""
+    options = {**TINY, "max_steps": 2, "vocab_size": 300}
+    del options["train"]
+    aiayn.train_model(tmp_path / "run", data=str(data_dir), **options)
+    run = aiayn.train_model(tmp_path / "run", resume=True, data=str(data_dir), **{**options, "max_steps": 3})
+    assert run.step == 3 and checkpoint.load(run.checkpoint).model.config.vocab_size > 300
+
+
 def test_training_from_a_data_directory_makes_the_same_updates_as_from_the_text(tmp_path, data_dir):
     """The memory-mapped corpus holds the pairs tokenizing the text gives, so the batches, and the
     weights after them, are the same."""

@@ -327,6 +327,9 @@ def _read_decoding(target: Path) -> dict[str, Any]:
         if not isinstance(directions, dict):
             raise ValueError("directions is not a table of SRC-TGT: settings")
         for name, entry in [("the model", kept), *directions.items()]:
+            direction = entry is kept or re.match(r"^[^-\s]+-[^-\s]+$", name)
+            if not isinstance(entry, dict) or not direction:
+                raise ValueError(f"{name}: not a direction SRC-TGT with a table of settings")
             cfg.build(cfg.DecodeConfig, _settings(entry), f"{name}'s settings")
     except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError) as e:
         raise CheckpointError(f"{target}: cannot read the search settings kept there ({e}); delete it "

@@ -294,7 +294,10 @@ def _same_run(ck: checkpoint.Checkpoint, preset: str | None, config: str | Path 
     source = f"{config} and the options" if config else "options"
     # checked as a fresh run's would be, the training options over the run's own
     recipe = cfg.recipe({**sections, "train": {**cfg.to_dict(ck.train), **sections["train"]}}, source)
-    asked_model = {**(cfg.PRESETS[recipe.preset] if recipe.preset_given else {}), **recipe.model}
+    preset_fields = cfg.PRESETS[recipe.preset] if recipe.preset_given else {}
+    parent = ck.train.init_from  # a child has its parent's vocabulary, and none of a preset's dropout
+    skip = {"vocab_size", *init.TRAINING_CHOICES} if parent else set()  # (as _from_parent and init.child)
+    asked_model = {**{k: v for k, v in preset_fields.items() if k not in skip}, **recipe.model}
     built = cfg.model_config(recipe.preset, **recipe.model)
     data = recipe.data
     if data.pairs:  # a multilingual run's languages are its first direction's, as _fresh sets them
@@ -303,8 +306,10 @@ def _same_run(ck: checkpoint.Checkpoint, preset: str | None, config: str | Path 
     differ = []
     for name in asked_model:
         asked, saved = getattr(built, name), getattr(ck.model.config, name)
-        if name in ("vocab_size", "src_vocab_size"):  # the tokenizer may learn fewer pieces than asked
-            same = saved <= asked or not asked  # src_vocab_size 0: vocab_size's
+        if name in ("vocab_size", "src_vocab_size") and not parent:
+            if data.tokenizer:  # a tokenizer given sets the sizes, whatever was asked
+                continue
+            same = saved <= asked or not asked  # a tokenizer learned may have fewer pieces than asked
         else:
             same = asked == saved
         if not same:
@@ -314,12 +319,21 @@ def _same_run(ck: checkpoint.Checkpoint, preset: str | None, config: str | Path 
             differ.append(f"{name} (the run has {_shown(getattr(ck.data, name))}, asked "
                           f"{_shown(getattr(data, name))})")
     asked_parent = sections["train"].get("init_from")
-    if asked_parent is not None and Path(asked_parent).resolve() != Path(ck.train.init_from or "").resolve():
-        differ.append(f"init_from (the run has {ck.train.init_from or 'none'}, asked {asked_parent})")
+    if asked_parent is not None and not _same_parent(parent, asked_parent):
+        differ.append(f"init_from (the run has {parent or 'none'}, asked {asked_parent or 'none'})")
     if differ:
         raise cfg.ConfigError("--resume continues the saved model and data; cannot change "
                               + "; ".join(differ))
     return {k: v for k, v in sections["train"].items() if k != "init_from"}
+
+
+def _same_parent(saved: str, asked: str) -> bool:
+    """Whether --init-from `asked` names the model a run started from: the checkpoint it saved, or
+    the run directory that holds it (a run directory's newest checkpoint is what a run starts from)."""
+    if not saved or not asked:
+        return not saved and not asked
+    checkpoint_dir, named = Path(saved).resolve(), Path(asked).resolve()
+    return named in (checkpoint_dir, checkpoint_dir.parent.parent)  # RUN/checkpoints/step_N, or RUN
 
 
 def _shown(value: Any) -> str:

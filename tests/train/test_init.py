@@ -3,6 +3,7 @@ weights, records where they came from, never writes the parent, and resumes like
 
 import hashlib
 import json
+import shutil
 
 import pytest
 import torch
@@ -64,13 +65,17 @@ def test_a_child_resumes_exactly_and_may_not_change_its_parent(trained_run, tmp_
     common = ["train", "--init-from", str(trained_run), *CHILD]
     assert main([*common, "--max-steps", "4", "--out", str(straight)]) == 0
     assert main([*common, "--max-steps", "2", "--out", str(resumed)]) == 0
-    assert main(["train", "--resume", "--max-steps", "4", "--out", str(resumed)]) == 0
+    # the command that started it again (its parent named by the run directory), and the preset it has
+    assert main([*common, "--preset", "tiny", "--max-steps", "4", "--out", str(resumed), "--resume"]) == 0
     a, b = weights(straight), weights(resumed)
     assert all(torch.equal(a[k], b[k]) for k in a)  # dropout on: its random state went on too
+    other = tmp_path / "other"
+    shutil.copytree(trained_run, other)
     capsys.readouterr()
-    assert main(["train", "--resume", "--init-from", str(trained_run), "--max-steps", "6",
+    assert main(["train", "--resume", "--init-from", str(other), "--max-steps", "6",
                  "--out", str(resumed)]) == 2
-    assert "cannot change init_from" in capsys.readouterr().err
+    assert f"cannot change init_from (the run has {checkpoint.resolve(trained_run).resolve()}" in \
+        capsys.readouterr().err
 
 
 def test_a_marian_parent_and_the_checkpoint_it_came_from_start_at_the_same_validation_loss(trained_run,

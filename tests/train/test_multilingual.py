@@ -60,18 +60,19 @@ def test_a_multilingual_run_learns_one_vocabulary_and_validates_each_direction(s
 
 
 def test_a_multilingual_run_resumes_with_the_command_that_started_it(small_valid, tmp_path, capsys):
-    """Its languages are its first direction's, as the run saved them: repeating --pairs with
-    --resume is the same run, and another first direction is not."""
+    """Its languages are its first direction's (de-en here, whatever --src-lang and --tgt-lang
+    say), as the run saved them: repeating --pairs with --resume is the same run, and another
+    first direction is not."""
     run = tmp_path / "run"
-    started = ["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs",
-               "--out", str(run)]
+    started = ["train", *TINY, "--train", small_valid, "--valid", small_valid, "--src-lang", "en",
+               "--tgt-lang", "de", "--pairs", "de-en,en-cs", "--out", str(run)]
     assert main([*started, "--max-steps", "1"]) == 0
     assert main([*started, "--max-steps", "2", "--resume"]) == 0
     assert checkpoint.resolve(run).name == "step_00000002"
     capsys.readouterr()
-    assert main([*started[:-4], "--pairs", "en-cs,en-de", "--out", str(run), "--max-steps", "3",
+    assert main([*started[:-4], "--pairs", "en-cs,de-en", "--out", str(run), "--max-steps", "3",
                  "--resume"]) == 2
-    assert "cannot change pairs (the run has en-de,en-cs, asked en-cs,en-de)" in capsys.readouterr().err
+    assert "cannot change pairs (the run has de-en,en-cs, asked en-cs,de-en)" in capsys.readouterr().err
 
 
 def test_each_source_sentence_starts_with_its_target_languages_piece():
@@ -151,8 +152,8 @@ def test_each_direction_keeps_the_search_settings_swept_on_it(small_valid, tmp_p
     """A sweep of one direction keeps its choice beside the other directions'; translating in a
     direction uses its own (else the model's), and an option given at loading still wins."""
     run = tmp_path / "run"
-    assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs", "en-de,en-cs",
-                 "--max-steps", "1", "--out", str(run)]) == 0
+    assert main(["train", *TINY, "--train", small_valid, "--valid", small_valid, "--pairs",
+                 "en-de,en-cs,de-en", "--max-steps", "1", "--out", str(run)]) == 0
     capsys.readouterr()
     assert main(["evaluate", str(run), "--sweep", "--test", small_valid, "--src-lang", "en",
                  "--tgt-lang", "cs", "--sweep-beams", "1", "--sweep-penalties", "0.6",
@@ -169,15 +170,19 @@ def test_each_direction_keeps_the_search_settings_swept_on_it(small_valid, tmp_p
     assert (translator.defaults.beam_size, translator.defaults.length_penalty) == (2, 1.4)
     assert (czech.defaults.beam_size, czech.defaults.length_penalty) == (1, 0.6)
     assert czech.towards("en", "de").defaults == translator.defaults
+    assert czech.towards("de", "en").defaults.beam_size == 4  # never swept: the model's (none kept: 4)
     assert load_translator(run, device="cpu", tgt_lang="cs").defaults.beam_size == 1
     told = load_translator(run, device="cpu", beam_size=5, tgt_lang="cs")
     assert (told.defaults.beam_size, told.defaults.length_penalty) == (5, 0.6)
     assert told.towards("en", "de").defaults.beam_size == 5
     checkpoint.save_decoding(kept, {"beam_size": 3}, {"on": "val"})  # the model's, under the directions'
     assert load_translator(run, device="cpu").defaults.beam_size == 2
-    (kept / "decoding.json").write_text('{"directions": {"en-cs": {"beam_size": 0}}}')
-    with pytest.raises(checkpoint.CheckpointError, match="decoding.json"):
-        load_translator(run, device="cpu")
+    assert load_translator(run, device="cpu", tgt_lang="cs").towards("de", "en").defaults.beam_size == 3
+    for damaged in ('{"directions": {"en-cs": {"beam_size": 0}}}', '{"directions": {"en-cs": "x"}}',
+                    '{"directions": {"en_cs": {"beam_size": 2}}}'):
+        (kept / "decoding.json").write_text(damaged)
+        with pytest.raises(checkpoint.CheckpointError, match="decoding.json"):
+            load_translator(run, device="cpu")
 
 
 def test_a_ctranslate2_export_translates_each_direction_as_aiayn_does(small_valid, tmp_path, capsys):
