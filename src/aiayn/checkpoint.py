@@ -299,20 +299,16 @@ def save_decoding(path: str | Path, chosen: dict[str, Any], about: dict[str, Any
     return target
 
 
-def decoding(path: str | Path, direction: str | None = None) -> dict[str, Any]:
-    """The search settings kept in the checkpoint at `path` (`save_decoding`): the model's, and with
-    `direction` that direction's own over them; none: {}."""
+def decoding(path: str | Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The search settings kept in the checkpoint at `path` (`save_decoding`), read once: the model's,
+    and a multilingual model's directions (SRC-TGT) that keep their own, each over the model's; none:
+    ({}, {})."""
     target = Path(path) / DECODING_FILE
     if not target.exists():
-        return {}
+        return {}, {}
     kept = _read_decoding(target)
-    return {**_settings(kept), **_settings(kept.get("directions", {}).get(direction, {}))}
-
-
-def decoding_directions(path: str | Path) -> list[str]:
-    """The directions (SRC-TGT) of a multilingual model that keep search settings of their own."""
-    target = Path(path) / DECODING_FILE
-    return list(_read_decoding(target).get("directions", {})) if target.exists() else []
+    model = _settings(kept)
+    return model, {pair: {**model, **_settings(entry)} for pair, entry in kept.get("directions", {}).items()}
 
 
 def _settings(kept: dict[str, Any]) -> dict[str, Any]:

@@ -75,10 +75,8 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", ema: bool =
         return LoadedModel(model.to(device), tokenizer, data.src_lang, data.tgt_lang, Path(path), data,
                            cfg.TrainConfig())
     ck = checkpoint.load(checkpoint.resolve(path), device, with_state=False, ema=ema)
-    by_direction = {pair: checkpoint.decoding(ck.path, pair)
-                    for pair in checkpoint.decoding_directions(ck.path)}
     return LoadedModel(ck.model, ck.tokenizer, ck.data.src_lang, ck.data.tgt_lang, ck.path, ck.data, ck.train,
-                       checkpoint.decoding(ck.path), by_direction)
+                       *checkpoint.decoding(ck.path))
 
 
 def prepare(model: Transformer, device: torch.device, dtype: str = "float32", int8: bool = False,
